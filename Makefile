@@ -1,0 +1,47 @@
+# The front door: every target is a thin call into hack/ or test/.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## compile every package and the controller
+	go build ./...
+
+.PHONY: test-unit
+test-unit: ## fast layers: build, vet, gofmt, generated code, unit and reconciler table tests
+	hack/test-unit.sh
+
+.PHONY: test
+test: test-unit ## every test: the fast layers first, then the ones on the local stack
+	hack/test-stack.sh
+
+.PHONY: codegen
+codegen: ## regenerate pkg/client
+	hack/update-codegen.sh
+
+.PHONY: verify-codegen
+verify-codegen: ## fail if pkg/client is not what codegen makes
+	hack/verify-codegen.sh
+
+.PHONY: stack-up
+stack-up: ## bring the local stack up (idempotent)
+	hack/stack.sh up
+
+.PHONY: stack-down
+stack-down: ## stop every process of the local stack and remove its namespaces
+	hack/stack.sh down
+
+.PHONY: stack-env
+stack-env: ## print KUBECONFIG and INGRESS_ADDRESS of the local stack
+	@hack/stack.sh env
+
+.PHONY: run
+run: ## bring the stack up, run the controller on it and apply the demo
+	hack/run.sh
+
+.PHONY: fuzz
+fuzz: ## fuzz the builders (FUZZTIME=1m by default)
+	go test ./pkg/resources -run '^$$' -fuzz FuzzMakeServing -fuzztime $${FUZZTIME:-1m}

@@ -1,0 +1,384 @@
+// Package contour is the KIngress reconciler of hitless: it reads the
+// KIngress and the HTTPProxies it owns, asks pkg/rollout what the next step
+// of the make-before-break rollout is, applies it, and reports truthfully,
+// from per-pod probes, when every Envoy pod serves it.
+package contour
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"knative.dev/networking/pkg/apis/networking/v1alpha1"
+	ingressreconciler "knative.dev/networking/pkg/client/injection/reconciler/networking/v1alpha1/ingress"
+	"knative.dev/networking/pkg/status"
+	"knative.dev/pkg/controller"
+	"knative.dev/pkg/logging"
+	"knative.dev/pkg/network"
+	pkgreconciler "knative.dev/pkg/reconciler"
+	"knative.dev/pkg/tracker"
+
+	contourclientset "github.com/hitless/hitless/pkg/client/clientset/versioned"
+	contourlisters "github.com/hitless/hitless/pkg/client/listers/projectcontour/v1"
+	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/resources"
+	"github.com/hitless/hitless/pkg/rollout"
+)
+
+// fqdnIndex indexes every HTTPProxy of the cluster by its virtual host, so a
+// host claimed by someone else is refused before Contour would invalidate
+// both proxies (and take the other owner's traffic down).
+const fqdnIndex = "fqdn"
+
+func indexFqdn(obj interface{}) ([]string, error) {
+	p, ok := obj.(*contourv1.HTTPProxy)
+	if !ok || p.Spec.VirtualHost == nil {
+		return nil, nil
+	}
+	return []string{p.Spec.VirtualHost.Fqdn}, nil
+}
+
+// Prober is the part of the networking status prober the reconciler uses.
+type Prober interface {
+	IsReady(ctx context.Context, ing *v1alpha1.Ingress) (bool, error)
+}
+
+// Reconciler implements the KIngress reconciler.
+type Reconciler struct {
+	contourClient contourclientset.Interface
+	proxyLister   contourlisters.HTTPProxyLister
+	proxyIndexer  cache.Indexer
+	serviceLister corev1listers.ServiceLister
+	tracker       tracker.Interface
+	prober        Prober
+	targets       *envoyTargets
+	enqueueAfter  func(obj interface{}, after time.Duration)
+	clock         func() time.Time
+	metrics       *metrics
+}
+
+var _ ingressreconciler.Interface = (*Reconciler)(nil)
+
+// ReconcileKind runs one step of the rollout of a KIngress. Each step is
+// derived from objects, so running it again, or after a restart, is safe.
+func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) pkgreconciler.Event {
+	logger := logging.FromContext(ctx)
+	cfg := config.FromContextOrDefaults(ctx)
+
+	// Captured before this reconcile changes status: a KIngress already
+	// Ready at this generation needs no probe unless we write something.
+	wasReady := ing.Status.ObservedGeneration == ing.Generation &&
+		ing.Status.GetCondition(v1alpha1.IngressConditionLoadBalancerReady).IsTrue()
+	var readySince time.Time
+	if wasReady {
+		readySince = ing.Status.GetCondition(v1alpha1.IngressConditionLoadBalancerReady).LastTransitionTime.Inner.Time
+	}
+
+	desired, err := resources.MakeServing(ctx, ing, r.resolver(ing))
+	if err != nil {
+		return r.badInputOr(ing, err)
+	}
+
+	obs, err := r.observe(ing)
+	if err != nil {
+		return err
+	}
+	if conflict := r.hostConflict(ing, desired.Proxies); conflict != "" {
+		markBadInput(ing, ReasonHostConflict, conflict)
+		return nil
+	}
+
+	plan := rollout.Decide(desired, obs)
+	wrote := false
+	if plan.NeedsWarm() {
+		warm, err := resources.MakeWarm(ctx, ing, plan.Keep, plan.New)
+		if err != nil {
+			return r.badInputOr(ing, err)
+		}
+		changed, err := r.applyAll(ctx, ing, warm.Proxies, obs.Warm)
+		if err != nil {
+			return err
+		}
+		if changed > 0 {
+			r.metrics.proxiesWritten(ctx, resources.RoleWarm, changed)
+			controller.GetEventRecorder(ctx).Eventf(ing, corev1.EventTypeNormal, ReasonWarming,
+				"Warm proxies reference %s", describe(backendStrings(plan.Keep)))
+		}
+		if plan.Probe {
+			if done, err := r.awaitProbe(ctx, ing, warm.Probe, plan.New, ReasonWarming, obs.Warm); !done || err != nil {
+				return err
+			}
+			r.metrics.phaseDone(ctx, ReasonWarming, ing, r.clock())
+		}
+	}
+
+	changed, err := r.applyAll(ctx, ing, desired.Proxies, obs.Serving)
+	if err != nil {
+		return err
+	}
+	wrote = changed > 0
+	for _, p := range rollout.Stale(desired, obs.Serving) {
+		if err := r.contourClient.ProjectcontourV1().HTTPProxies(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &p.UID},
+		}); err != nil && !apierrs.IsNotFound(err) {
+			return fmt.Errorf("failed to delete HTTPProxy %s/%s that left the spec: %w", p.Namespace, p.Name, err)
+		}
+		wrote = true
+	}
+	if wrote {
+		r.metrics.proxiesWritten(ctx, resources.RoleServing, changed)
+		controller.GetEventRecorder(ctx).Eventf(ing, corev1.EventTypeNormal, ReasonSwitching,
+			"Serving proxies switched to generation %d", ing.Generation)
+	}
+
+	if !wasReady || wrote {
+		readySince = time.Time{}
+		if done, err := r.awaitProbe(ctx, ing, ing, desired.Backends, ReasonSwitching, r.current(ing, desired.Proxies)); !done || err != nil {
+			return err
+		}
+		r.metrics.phaseDone(ctx, ReasonSwitching, ing, r.clock())
+		logger.Infow("Every Envoy pod serves the KIngress", zap.Int64("generation", ing.Generation))
+	}
+	ing.Status.MarkNetworkConfigured()
+	ing.Status.MarkLoadBalancerReady(r.loadBalancers(cfg.Contour))
+
+	// Release: only now may the warm proxies go, after the hold.
+	now := r.clock()
+	if readySince.IsZero() {
+		readySince = now
+	}
+	release, wait := rollout.Release(obs.Warm, readySince, cfg.Contour.ReleaseHold, now)
+	if wait > 0 {
+		r.enqueueAfter(ing, wait)
+	}
+	if release {
+		for _, p := range obs.Warm {
+			if err := r.contourClient.ProjectcontourV1().HTTPProxies(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+				Preconditions: &metav1.Preconditions{UID: &p.UID},
+			}); err != nil && !apierrs.IsNotFound(err) {
+				return fmt.Errorf("failed to delete warm HTTPProxy %s/%s: %w", p.Namespace, p.Name, err)
+			}
+		}
+		r.metrics.phaseDone(ctx, "Releasing", ing, now)
+		controller.GetEventRecorder(ctx).Event(ing, corev1.EventTypeNormal, "Released", "Warm proxies deleted")
+	}
+	return nil
+}
+
+// badInputOr turns a user's mistake into a condition (no retry: the tracker
+// re-enqueues when the input changes) and passes anything else on.
+func (r *Reconciler) badInputOr(ing *v1alpha1.Ingress, err error) error {
+	var se *resources.SpecError
+	var be *resources.BackendError
+	switch {
+	case errors.As(err, &se):
+		markBadInput(ing, se.Reason, se.Message)
+		return nil
+	case errors.As(err, &be):
+		markBadInput(ing, be.Reason, be.Message)
+		return nil
+	}
+	return err
+}
+
+// resolver resolves backends through the Service lister, tracking each
+// Service so that its creation or change re-reconciles the KIngress.
+func (r *Reconciler) resolver(ing *v1alpha1.Ingress) resources.Resolver {
+	return func(ns, name string, port intstr.IntOrString) (resources.Backend, error) {
+		if err := r.tracker.TrackReference(tracker.Reference{APIVersion: "v1", Kind: "Service", Namespace: ns, Name: name}, ing); err != nil {
+			return resources.Backend{}, fmt.Errorf("failed to track Service %s/%s: %w", ns, name, err)
+		}
+		svc, err := r.serviceLister.Services(ns).Get(name)
+		if apierrs.IsNotFound(err) {
+			return resources.Backend{}, &resources.BackendError{Reason: "ServiceNotFound", Message: fmt.Sprintf(
+				"Service %s/%s does not exist: create it or point the KIngress at an existing one", ns, name)}
+		} else if err != nil {
+			return resources.Backend{}, fmt.Errorf("failed to get Service %s/%s: %w", ns, name, err)
+		}
+		return resources.ResolveFromService(svc, port)
+	}
+}
+
+// observe reads the proxies this KIngress controls, by role.
+func (r *Reconciler) observe(ing *v1alpha1.Ingress) (rollout.Observed, error) {
+	proxies, err := r.proxyLister.HTTPProxies(ing.Namespace).List(labels.SelectorFromSet(resources.SelectorFor(ing)))
+	if err != nil {
+		return rollout.Observed{}, fmt.Errorf("failed to list HTTPProxies of %s/%s: %w", ing.Namespace, ing.Name, err)
+	}
+	sort.Slice(proxies, func(i, j int) bool { return proxies[i].Name < proxies[j].Name })
+	var obs rollout.Observed
+	for _, p := range proxies {
+		if !metav1.IsControlledBy(p, ing) {
+			continue
+		}
+		switch {
+		case resources.IsRole(p, resources.RoleServing):
+			obs.Serving = append(obs.Serving, p)
+		case resources.IsRole(p, resources.RoleWarm):
+			obs.Warm = append(obs.Warm, p)
+		}
+	}
+	return obs, nil
+}
+
+// hostConflict names a proxy not controlled by this KIngress that already
+// serves one of its hosts; the older claim wins.
+func (r *Reconciler) hostConflict(ing *v1alpha1.Ingress, desired []*contourv1.HTTPProxy) string {
+	for _, d := range desired {
+		others, err := r.proxyIndexer.ByIndex(fqdnIndex, d.Spec.VirtualHost.Fqdn)
+		if err != nil {
+			continue
+		}
+		for _, o := range others {
+			p, ok := o.(*contourv1.HTTPProxy)
+			if !ok || metav1.IsControlledBy(p, ing) {
+				continue
+			}
+			owner := "a user's HTTPProxy"
+			if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "Ingress" {
+				owner = "the KIngress " + p.Namespace + "/" + ref.Name
+			}
+			return fmt.Sprintf("host %q is already served by HTTPProxy %s/%s (%s): remove that claim or choose another host",
+				d.Spec.VirtualHost.Fqdn, p.Namespace, p.Name, owner)
+		}
+	}
+	return ""
+}
+
+// applyAll creates or updates each desired proxy, copying only what we own
+// onto a copy of what exists. It returns how many it wrote.
+func (r *Reconciler) applyAll(ctx context.Context, ing *v1alpha1.Ingress, desired, existing []*contourv1.HTTPProxy) (int, error) {
+	byName := make(map[string]*contourv1.HTTPProxy, len(existing))
+	for _, p := range existing {
+		byName[p.Name] = p
+	}
+	written := 0
+	for _, want := range desired {
+		have, ok := byName[want.Name]
+		if !ok {
+			got, err := r.proxyLister.HTTPProxies(want.Namespace).Get(want.Name)
+			switch {
+			case apierrs.IsNotFound(err):
+				if _, err := r.contourClient.ProjectcontourV1().HTTPProxies(want.Namespace).Create(ctx, want, metav1.CreateOptions{}); err != nil {
+					return written, fmt.Errorf("failed to create HTTPProxy %s/%s: %w", want.Namespace, want.Name, err)
+				}
+				written++
+				continue
+			case err != nil:
+				return written, fmt.Errorf("failed to get HTTPProxy %s/%s: %w", want.Namespace, want.Name, err)
+			case !metav1.IsControlledBy(got, ing):
+				ing.Status.MarkResourceNotOwned("HTTPProxy", want.Name)
+				return written, fmt.Errorf("HTTPProxy %s/%s exists and is not controlled by the KIngress", want.Namespace, want.Name)
+			}
+			have = got
+		}
+		if equality.Semantic.DeepEqual(have.Spec, want.Spec) &&
+			equality.Semantic.DeepEqual(have.Labels, want.Labels) &&
+			equality.Semantic.DeepEqual(have.Annotations, want.Annotations) {
+			continue
+		}
+		upd := have.DeepCopy()
+		upd.Spec = want.Spec
+		upd.Labels = want.Labels
+		upd.Annotations = want.Annotations
+		if _, err := r.contourClient.ProjectcontourV1().HTTPProxies(upd.Namespace).Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
+			return written, fmt.Errorf("failed to update HTTPProxy %s/%s: %w", upd.Namespace, upd.Name, err)
+		}
+		written++
+	}
+	return written, nil
+}
+
+// current returns the proxies as the lister has them now, for the names
+// given, so Contour's verdict on them can be read.
+func (r *Reconciler) current(ing *v1alpha1.Ingress, proxies []*contourv1.HTTPProxy) []*contourv1.HTTPProxy {
+	out := make([]*contourv1.HTTPProxy, 0, len(proxies))
+	for _, p := range proxies {
+		if got, err := r.proxyLister.HTTPProxies(ing.Namespace).Get(p.Name); err == nil {
+			out = append(out, got)
+		}
+	}
+	return out
+}
+
+// awaitProbe asks the prober whether every Envoy pod of each class in
+// awaited serves probeIng, and records what the rollout waits for when not.
+// It returns true once confirmed.
+func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ingress, awaited resources.ClassBackends,
+	reason string, proxies []*contourv1.HTTPProxy) (bool, error) {
+	cfg := config.FromContextOrDefaults(ctx).Contour
+	// Contour's own verdict first: an invalid proxy will never serve.
+	for _, p := range proxies {
+		if bad, why := rollout.Rejected(p); bad {
+			markProxyInvalid(ing, p.Name, why)
+			return false, nil
+		}
+	}
+	var waiting []string
+	for _, class := range awaited.Classes() {
+		fleet, ok := cfg.FleetByClass(class)
+		if !ok {
+			continue
+		}
+		pods, err := r.targets.pods(fleet)
+		if errors.Is(err, errNoEnvoyPods) {
+			markWaiting(ing, ReasonNoEnvoyPods, err.Error()+": the KIngress cannot be confirmed until an Envoy pod is ready")
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		waiting = append(waiting, fmt.Sprintf("%d Envoy pods of %s to serve %s",
+			pods.IPs.Len(), class, describe(backendStrings(resources.ClassBackends{class: awaited[class]}))))
+	}
+	ready, err := r.prober.IsReady(ctx, probeIng)
+	if err != nil {
+		if errors.Is(err, errNoEnvoyPods) {
+			markWaiting(ing, ReasonNoEnvoyPods, err.Error())
+			return false, nil
+		}
+		return false, fmt.Errorf("failed to probe %s/%s: %w", probeIng.Namespace, probeIng.Name, err)
+	}
+	if !ready {
+		markWaiting(ing, reason, "waiting for "+describe(waiting))
+		r.metrics.phaseStarted(ing, reason, r.clock())
+		return false, nil
+	}
+	return true, nil
+}
+
+func backendStrings(c resources.ClassBackends) []string {
+	var out []string
+	for _, class := range c.Classes() {
+		for _, b := range resources.SortedBackends(c[class]) {
+			out = append(out, b.String())
+		}
+	}
+	return out
+}
+
+// loadBalancers names the Envoy Services as the KIngress's public and
+// private load balancers, the way Knative Serving expects.
+func (r *Reconciler) loadBalancers(cfg *config.Contour) ([]v1alpha1.LoadBalancerIngressStatus, []v1alpha1.LoadBalancerIngressStatus) {
+	lb := func(v v1alpha1.IngressVisibility) []v1alpha1.LoadBalancerIngressStatus {
+		f, ok := cfg.FleetFor(v)
+		if !ok {
+			return nil
+		}
+		return []v1alpha1.LoadBalancerIngressStatus{{DomainInternal: network.GetServiceHostname(f.Service.Name, f.Service.Namespace)}}
+	}
+	return lb(v1alpha1.IngressVisibilityExternalIP), lb(v1alpha1.IngressVisibilityClusterLocal)
+}
+
+var _ status.ProbeTargetLister = (*envoyTargets)(nil)

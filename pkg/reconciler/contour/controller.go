@@ -1,0 +1,145 @@
+package contour
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"knative.dev/networking/pkg/apis/networking"
+	"knative.dev/networking/pkg/apis/networking/v1alpha1"
+	ingressinformer "knative.dev/networking/pkg/client/injection/informers/networking/v1alpha1/ingress"
+	ingressreconciler "knative.dev/networking/pkg/client/injection/reconciler/networking/v1alpha1/ingress"
+	"knative.dev/networking/pkg/status"
+	endpointsliceinformer "knative.dev/pkg/client/injection/kube/informers/discovery/v1/endpointslice"
+	serviceinformer "knative.dev/pkg/client/injection/kube/informers/core/v1/service"
+	"knative.dev/pkg/configmap"
+	"knative.dev/pkg/controller"
+	"knative.dev/pkg/logging"
+	pkgreconciler "knative.dev/pkg/reconciler"
+
+	contourclient "github.com/hitless/hitless/pkg/client/injection/client"
+	proxyinformer "github.com/hitless/hitless/pkg/client/injection/informers/projectcontour/v1/httpproxy"
+	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/resources"
+)
+
+// DefaultIngressClass is the KIngress class hitless serves unless told otherwise.
+const DefaultIngressClass = "contour.ingress.networking.knative.dev"
+
+// NewController wires the reconciler for the default class.
+func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl {
+	return NewControllerForClass(ctx, cmw, DefaultIngressClass)
+}
+
+// NewControllerForClass wires informers, the config store and the prober to
+// a reconciler of KIngresses of the given class.
+func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class string) *controller.Impl {
+	logger := logging.FromContext(ctx)
+
+	ingInformer := ingressinformer.Get(ctx)
+	proxyInf := proxyinformer.Get(ctx)
+	serviceInf := serviceinformer.Get(ctx)
+	sliceInf := endpointsliceinformer.Get(ctx)
+
+	if err := proxyInf.Informer().AddIndexers(cache.Indexers{fqdnIndex: indexFqdn}); err != nil {
+		logger.Fatalw("Failed to index HTTPProxies by host", "error", err)
+	}
+
+	targets := &envoyTargets{services: serviceInf.Lister(), endpointSlices: sliceInf.Lister()}
+	r := &Reconciler{
+		contourClient: contourclient.Get(ctx),
+		proxyLister:   proxyInf.Lister(),
+		proxyIndexer:  proxyInf.Informer().GetIndexer(),
+		serviceLister: serviceInf.Lister(),
+		targets:       targets,
+		clock:         time.Now,
+		metrics:       newMetrics(),
+	}
+
+	var store *config.Store
+	impl := ingressreconciler.NewImpl(ctx, r, class, func(impl *controller.Impl) controller.Options {
+		resync := configmap.TypeFilter(&config.Contour{})(func(string, interface{}) {
+			impl.FilteredGlobalResync(classFilter(class), ingInformer.Informer())
+		})
+		store = config.NewStore(logger.Named("config-store"), resync)
+		store.WatchConfigs(cmw)
+		return controller.Options{ConfigStore: store, PromoteFilterFunc: classFilter(class)}
+	})
+	r.enqueueAfter = impl.EnqueueAfter
+	r.tracker = impl.Tracker
+
+	// The prober calls back when a hash is confirmed on every pod; both the
+	// KIngress and its warm set map back to the KIngress key.
+	prober := status.NewProber(logger.Named("status-manager"), targets, func(ing *v1alpha1.Ingress) {
+		name, _ := resources.IsWarmKey(ing.Name)
+		impl.EnqueueKey(types.NamespacedName{Namespace: ing.Namespace, Name: name})
+	})
+	prober.Start(ctx.Done())
+	r.prober = prober
+
+	ingInformer.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: classFilter(class),
+		Handler:    controller.HandleAll(impl.Enqueue),
+	})
+	ingInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj interface{}) {
+			prober.CancelIngressProbing(obj)
+			if ing, ok := obj.(*v1alpha1.Ingress); ok {
+				key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+				prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name + resources.WarmSuffix})
+				r.metrics.forget(key)
+			}
+		},
+	})
+
+	proxyInf.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: controller.FilterController(&v1alpha1.Ingress{}),
+		Handler:    controller.HandleAll(impl.EnqueueControllerOf),
+	})
+
+	serviceInf.Informer().AddEventHandler(controller.HandleAll(controller.EnsureTypeMeta(
+		impl.Tracker.OnChanged, corev1.SchemeGroupVersion.WithKind("Service"))))
+
+	// When Envoy pods come or go, rollouts in flight restart their probe
+	// rounds so a new pod is waited for and a gone one forgotten. Ready
+	// KIngresses are left alone: a new pod gets Contour's whole state.
+	sliceInf.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: func(obj interface{}) bool {
+			s, ok := obj.(*discoveryv1.EndpointSlice)
+			if !ok {
+				return false
+			}
+			svc := types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}
+			for _, f := range store.Load().Contour.Fleets() {
+				if f.Service == svc {
+					return true
+				}
+			}
+			return false
+		},
+		Handler: controller.HandleAll(func(interface{}) {
+			ings, err := ingInformer.Lister().List(labels.Everything())
+			if err != nil {
+				return
+			}
+			for _, ing := range ings {
+				if !classFilter(class)(ing) || ing.IsReady() {
+					continue
+				}
+				prober.CancelIngressProbing(ing)
+				prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name + resources.WarmSuffix})
+				impl.Enqueue(ing)
+			}
+		}),
+	})
+
+	return impl
+}
+
+func classFilter(class string) func(interface{}) bool {
+	return pkgreconciler.AnnotationFilterFunc(networking.IngressClassAnnotationKey, class, false)
+}

@@ -1,0 +1,173 @@
+// Package resources holds the pure builders of hitless: a KIngress in, the
+// HTTPProxies that serve it out; the backend set of a rollout in, the warm
+// proxies that keep it referenced out. No clients, no listers: configuration
+// comes from the context and Services through a Resolver.
+package resources
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// ProtocolH2C is Contour's upstream protocol for cleartext HTTP/2.
+const ProtocolH2C = "h2c"
+
+// Backend is one upstream as Contour turns it into an Envoy cluster: a port
+// of a Service and the upstream protocol. Two routes that name the same
+// Backend share one cluster; that is what makes warming it ahead of the
+// switch meaningful.
+type Backend struct {
+	Namespace string
+	Name      string
+	Port      int32
+	Protocol  string
+}
+
+// String renders a backend for conditions and events: ns/name:port[ (h2c)].
+func (b Backend) String() string {
+	s := b.Namespace + "/" + b.Name + ":" + strconv.Itoa(int(b.Port))
+	if b.Protocol != "" {
+		s += " (" + b.Protocol + ")"
+	}
+	return s
+}
+
+// Key identifies a backend in paths and hashes.
+func (b Backend) Key() string {
+	return b.Namespace + "/" + b.Name + "/" + strconv.Itoa(int(b.Port)) + "/" + b.Protocol
+}
+
+// SortedBackends returns the backends of a set in a stable order.
+func SortedBackends(s sets.Set[Backend]) []Backend {
+	out := s.UnsortedList()
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out
+}
+
+// ClassBackends is a set of backends per Contour class.
+type ClassBackends map[string]sets.Set[Backend]
+
+// Add inserts backends for a class.
+func (c ClassBackends) Add(class string, bs ...Backend) {
+	if c[class] == nil {
+		c[class] = sets.New[Backend]()
+	}
+	c[class].Insert(bs...)
+}
+
+// Union returns a new ClassBackends holding every backend of c and o.
+func (c ClassBackends) Union(o ClassBackends) ClassBackends {
+	out := ClassBackends{}
+	for class, s := range c {
+		out.Add(class, s.UnsortedList()...)
+	}
+	for class, s := range o {
+		out.Add(class, s.UnsortedList()...)
+	}
+	return out
+}
+
+// Difference returns the backends of c that o lacks, per class.
+func (c ClassBackends) Difference(o ClassBackends) ClassBackends {
+	out := ClassBackends{}
+	for class, s := range c {
+		d := s.Difference(o[class])
+		if d.Len() > 0 {
+			out[class] = d
+		}
+	}
+	return out
+}
+
+// Empty tells whether no class has a backend.
+func (c ClassBackends) Empty() bool {
+	for _, s := range c {
+		if s.Len() > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Equal tells whether both hold the same backends per class.
+func (c ClassBackends) Equal(o ClassBackends) bool {
+	return c.Difference(o).Empty() && o.Difference(c).Empty()
+}
+
+// Classes returns the classes that have backends, sorted.
+func (c ClassBackends) Classes() []string {
+	out := make([]string, 0, len(c))
+	for class, s := range c {
+		if s.Len() > 0 {
+			out = append(out, class)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// BackendsOfProxy returns the backends a proxy's routes reference. Services
+// of an HTTPProxy always live in the proxy's namespace.
+func BackendsOfProxy(p *contourv1.HTTPProxy) sets.Set[Backend] {
+	out := sets.New[Backend]()
+	for _, r := range p.Spec.Routes {
+		for _, s := range r.Services {
+			b := Backend{Namespace: p.Namespace, Name: s.Name, Port: int32(s.Port)}
+			if s.Protocol != nil {
+				b.Protocol = *s.Protocol
+			}
+			out.Insert(b)
+		}
+	}
+	return out
+}
+
+// Resolver turns a KIngress backend reference into the Backend Contour will
+// build a cluster for. It fails for references a user must fix.
+type Resolver func(namespace, name string, port intstr.IntOrString) (Backend, error)
+
+// BackendError is bad input in a backend reference: the Service is missing,
+// of the wrong type, or lacks the port. The reconciler surfaces it as a
+// condition instead of retrying.
+type BackendError struct {
+	Reason  string
+	Message string
+}
+
+func (e *BackendError) Error() string { return e.Message }
+
+// ResolveFromService resolves a port reference against a Service.
+func ResolveFromService(svc *corev1.Service, port intstr.IntOrString) (Backend, error) {
+	ref := svc.Namespace + "/" + svc.Name
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return Backend{}, &BackendError{Reason: "ExternalNameService", Message: fmt.Sprintf(
+			"Service %s is of type ExternalName: hitless only routes to Services whose endpoints Envoy can be probed through; point the KIngress at a Service with a selector", ref)}
+	}
+	for _, p := range svc.Spec.Ports {
+		if (port.Type == intstr.Int && p.Port == port.IntVal) || (port.Type == intstr.String && p.Name == port.StrVal) {
+			b := Backend{Namespace: svc.Namespace, Name: svc.Name, Port: p.Port}
+			if isH2C(p) {
+				b.Protocol = ProtocolH2C
+			}
+			return b, nil
+		}
+	}
+	return Backend{}, &BackendError{Reason: "ServicePortNotFound", Message: fmt.Sprintf(
+		"Service %s has no port %s: add the port to the Service or fix servicePort in the KIngress", ref, port.String())}
+}
+
+// isH2C tells whether a Service port speaks cleartext HTTP/2, the way
+// Knative marks it: the port name http2 (or h2c) or the appProtocol
+// kubernetes.io/h2c.
+func isH2C(p corev1.ServicePort) bool {
+	if p.Name == "http2" || p.Name == "h2c" {
+		return true
+	}
+	return p.AppProtocol != nil && *p.AppProtocol == "kubernetes.io/h2c"
+}

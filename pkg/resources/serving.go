@@ -1,0 +1,392 @@
+package resources
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
+	"knative.dev/networking/pkg/http/header"
+	"knative.dev/networking/pkg/ingress"
+
+	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/resources/names"
+)
+
+// Serving is what a KIngress maps to: its serving proxies, the backends they
+// reference per class, and the K-Network-Hash their probe routes set.
+type Serving struct {
+	Proxies  []*contourv1.HTTPProxy
+	Backends ClassBackends
+	Hash     string
+}
+
+// SpecError is bad input in a KIngress spec that no retry can fix.
+type SpecError struct {
+	Reason  string
+	Message string
+}
+
+func (e *SpecError) Error() string { return e.Message }
+
+// vhostKey identifies one serving proxy: a host on a class.
+type vhostKey struct {
+	class, host string
+}
+
+type vhost struct {
+	visibility netv1alpha1.IngressVisibility
+	paths      []netv1alpha1.HTTPIngressPath
+}
+
+// MakeServing builds the serving HTTPProxies of a KIngress: one per
+// (class, host), rules sharing a host merged, with the probe routes of
+// ingress.InsertProbe. Backends are resolved through resolve; its errors are
+// returned as they are so the caller can tell bad input from a failed read.
+func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver) (*Serving, error) {
+	cfg := config.FromContextOrDefaults(ctx).Contour
+
+	hash, err := Hash(ing)
+	if err != nil {
+		return nil, err
+	}
+	keys, vhosts, err := vhostsOf(cfg, ing)
+	if err != nil {
+		return nil, err
+	}
+
+	out := &Serving{Backends: ClassBackends{}, Hash: hash}
+	for _, k := range keys {
+		v := vhosts[k]
+		tls, err := tlsFor(ing, cfg, k.host, v.visibility)
+		if err != nil {
+			return nil, err
+		}
+		routes, backends, err := makeRoutes(ing, cfg, v.paths, tls != nil, hash, resolve)
+		if err != nil {
+			return nil, err
+		}
+		out.Backends.Add(k.class, backends...)
+		p := &contourv1.HTTPProxy{
+			ObjectMeta: objectMeta(ing, names.ServingProxy(ing.Name, k.class, k.host), RoleServing, hash),
+			Spec: contourv1.HTTPProxySpec{
+				IngressClassName: k.class,
+				VirtualHost: &contourv1.VirtualHost{
+					Fqdn:       k.host,
+					TLS:        tls,
+					CORSPolicy: cfg.CORSPolicy.DeepCopy(),
+				},
+				Routes: routes,
+			},
+		}
+		p.Annotations[AnnotationGeneration] = strconv.FormatInt(ing.Generation, 10)
+		out.Proxies = append(out.Proxies, p)
+	}
+	return out, nil
+}
+
+// Hash is the K-Network-Hash of a KIngress: the value its probe routes set
+// and the networking prober expects back (ingress.ComputeHash).
+func Hash(ing *netv1alpha1.Ingress) (string, error) {
+	h, err := ingress.ComputeHash(ing)
+	if err != nil {
+		return "", &SpecError{Reason: "InvalidSpec", Message: err.Error()}
+	}
+	return hex.EncodeToString(h[:]), nil
+}
+
+// vhostsOf groups the paths of a KIngress by (class, host), expanding
+// cluster-local hosts, in a stable order.
+func vhostsOf(cfg *config.Contour, ing *netv1alpha1.Ingress) ([]vhostKey, map[vhostKey]*vhost, error) {
+	// The in-memory warm KIngress is the one place a reserved host is right.
+	_, warm := IsWarmKey(ing.Name)
+	vhosts := map[vhostKey]*vhost{}
+	for i, r := range ing.Spec.Rules {
+		if r.HTTP == nil {
+			return nil, nil, &SpecError{Reason: "RuleWithoutHTTP", Message: fmt.Sprintf("spec.rules[%d] has no http block: every rule needs http.paths", i)}
+		}
+		vis := visibilityOf(r)
+		fleet, ok := cfg.FleetFor(vis)
+		if !ok {
+			return nil, nil, &SpecError{Reason: "UnknownVisibility", Message: fmt.Sprintf(
+				"spec.rules[%d].visibility %q has no class in config-contour's visibility key", i, vis)}
+		}
+		if len(r.Hosts) == 0 {
+			return nil, nil, &SpecError{Reason: "RuleWithoutHosts", Message: fmt.Sprintf("spec.rules[%d] has no hosts", i)}
+		}
+		hosts := sets.New(r.Hosts...)
+		if vis == netv1alpha1.IngressVisibilityClusterLocal {
+			hosts = ingress.ExpandedHosts(hosts)
+		}
+		for _, h := range sets.List(hosts) {
+			if err := validHost(h, warm); err != nil {
+				return nil, nil, &SpecError{Reason: "InvalidHost", Message: fmt.Sprintf("spec.rules[%d]: host %q: %v", i, h, err)}
+			}
+			k := vhostKey{class: fleet.Class, host: h}
+			v := vhosts[k]
+			if v == nil {
+				v = &vhost{visibility: vis}
+				vhosts[k] = v
+			}
+			v.paths = append(v.paths, r.HTTP.Paths...)
+		}
+	}
+
+	keys := make([]vhostKey, 0, len(vhosts))
+	for k := range vhosts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].class != keys[j].class {
+			return keys[i].class < keys[j].class
+		}
+		return keys[i].host < keys[j].host
+	})
+	return keys, vhosts, nil
+}
+
+// ProbeTarget is one URL to probe on every Envoy pod of a class.
+type ProbeTarget struct {
+	Class string
+	Host  string
+	Path  string
+}
+
+// ProbeTargets lists what to probe to confirm a KIngress is served at its
+// hash: every distinct path prefix of every host, each of which has a probe
+// route (see makeRoutes). A vhost is one unit in Envoy's RDS, so these
+// confirm every route of it, header-matched ones included.
+func ProbeTargets(ctx context.Context, ing *netv1alpha1.Ingress) ([]ProbeTarget, error) {
+	cfg := config.FromContextOrDefaults(ctx).Contour
+	keys, vhosts, err := vhostsOf(cfg, ing)
+	if err != nil {
+		return nil, err
+	}
+	var out []ProbeTarget
+	for _, k := range keys {
+		for _, prefix := range prefixesOf(vhosts[k].paths) {
+			out = append(out, ProbeTarget{Class: k.class, Host: k.host, Path: prefix})
+		}
+	}
+	return out, nil
+}
+
+func prefixesOf(paths []netv1alpha1.HTTPIngressPath) []string {
+	seen := sets.New[string]()
+	var out []string
+	for _, p := range paths {
+		prefix := prefixOf(p.Path)
+		if !seen.Has(prefix) {
+			seen.Insert(prefix)
+			out = append(out, prefix)
+		}
+	}
+	return out
+}
+
+func visibilityOf(r netv1alpha1.IngressRule) netv1alpha1.IngressVisibility {
+	if r.Visibility == "" {
+		return netv1alpha1.IngressVisibilityExternalIP
+	}
+	return r.Visibility
+}
+
+func tlsFor(ing *netv1alpha1.Ingress, cfg *config.Contour, host string, vis netv1alpha1.IngressVisibility) (*contourv1.TLS, error) {
+	for i, t := range ing.Spec.TLS {
+		for _, h := range t.Hosts {
+			if h != host {
+				continue
+			}
+			if t.SecretName == "" {
+				return nil, &SpecError{Reason: "InvalidTLS", Message: fmt.Sprintf("spec.tls[%d] for host %q has no secretName", i, host)}
+			}
+			ns := t.SecretNamespace
+			if ns == "" {
+				ns = ing.Namespace
+			}
+			return &contourv1.TLS{SecretName: secretRef(ing.Namespace, ns, t.SecretName)}, nil
+		}
+	}
+	if cfg.DefaultTLSSecret != nil && vis == netv1alpha1.IngressVisibilityExternalIP {
+		s := cfg.DefaultTLSSecret
+		return &contourv1.TLS{SecretName: secretRef(ing.Namespace, s.Namespace, s.Name)}, nil
+	}
+	return nil, nil
+}
+
+// secretRef is how an HTTPProxy names a secret: bare in its own namespace,
+// namespace/name elsewhere (Contour then requires a TLSCertificateDelegation).
+func secretRef(proxyNS, ns, name string) string {
+	if ns == proxyNS {
+		return name
+	}
+	return ns + "/" + name
+}
+
+// makeRoutes turns the paths of one host into Contour routes. tls tells
+// whether the virtual host terminates TLS, which is when httpOption decides
+// between serving plain HTTP (Enabled) and redirecting it (Redirected).
+//
+// After the user's routes come the probe routes: one per distinct prefix,
+// matching the networking prober's `K-Network-Hash: override` and setting
+// the KIngress hash, which Knative backends echo. Unlike ingress.InsertProbe
+// they drop the path's own header matches, which a probe cannot carry: that
+// keeps every prefix probeable.
+func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alpha1.HTTPIngressPath, tls bool, hash string, resolve Resolver) ([]contourv1.Route, []Backend, error) {
+	var routes []contourv1.Route
+	var backends []Backend
+	seen := sets.New[string]()
+	all := make([]netv1alpha1.HTTPIngressPath, 0, 2*len(paths))
+	all = append(all, paths...)
+	for _, p := range paths {
+		pp := *p.DeepCopy()
+		pp.Headers = map[string]netv1alpha1.HeaderMatch{header.HashKey: {Exact: header.HashValueOverride}}
+		if pp.AppendHeaders == nil {
+			pp.AppendHeaders = map[string]string{}
+		}
+		pp.AppendHeaders[header.HashKey] = hash
+		all = append(all, pp)
+	}
+	for _, p := range all {
+		conds := []contourv1.MatchCondition{{Prefix: prefixOf(p.Path)}}
+		probe := false
+		for _, name := range sortedKeys(p.Headers) {
+			conds = append(conds, contourv1.MatchCondition{Header: &contourv1.HeaderMatchCondition{Name: name, Exact: p.Headers[name].Exact}})
+			if name == header.HashKey && p.Headers[name].Exact == header.HashValueOverride {
+				probe = true
+			}
+		}
+		// Merged rules may repeat a path; Contour rejects a proxy with two
+		// routes of identical conditions, and the first one wins anyway.
+		ck := conditionKey(conds)
+		if seen.Has(ck) {
+			continue
+		}
+		seen.Insert(ck)
+
+		services, bs, err := makeServices(ing, p.Splits, resolve)
+		if err != nil {
+			return nil, nil, err
+		}
+		backends = append(backends, bs...)
+
+		route := contourv1.Route{
+			Conditions:       conds,
+			Services:         services,
+			EnableWebsockets: true,
+			TimeoutPolicy: &contourv1.TimeoutPolicy{
+				Response: cfg.TimeoutPolicyResponse,
+				Idle:     cfg.TimeoutPolicyIdle,
+			},
+			RequestHeadersPolicy: headersPolicy(p.AppendHeaders, p.RewriteHost),
+			// Probes go over plain HTTP whatever httpOption says, so that a
+			// redirect never passes for a ready route.
+			PermitInsecure: tls && (probe || ing.Spec.HTTPOption != netv1alpha1.HTTPOptionRedirected),
+		}
+		routes = append(routes, route)
+	}
+	return routes, backends, nil
+}
+
+func makeServices(ing *netv1alpha1.Ingress, splits []netv1alpha1.IngressBackendSplit, resolve Resolver) ([]contourv1.Service, []Backend, error) {
+	if len(splits) == 0 {
+		return nil, nil, &SpecError{Reason: "PathWithoutSplits", Message: "a path of the KIngress has no splits: every path needs at least one backend"}
+	}
+	total := 0
+	for _, s := range splits {
+		total += s.Percent
+	}
+	var services []contourv1.Service
+	var backends []Backend
+	for _, s := range splits {
+		weight := int64(s.Percent)
+		switch {
+		case len(splits) == 1:
+			weight = 100
+		case total == 0:
+			// No percentages at all: Contour spreads evenly, as the
+			// KIngress asks by saying nothing.
+			weight = 0
+		case s.Percent == 0:
+			// A 0 % split gets no traffic and so needs no cluster.
+			continue
+		}
+		ns := s.ServiceNamespace
+		if ns == "" {
+			ns = ing.Namespace
+		}
+		if ns != ing.Namespace {
+			return nil, nil, &SpecError{Reason: "CrossNamespaceBackend", Message: fmt.Sprintf(
+				"backend %s/%s is in another namespace than the KIngress (%s): Contour routes only to Services of the proxy's namespace",
+				ns, s.ServiceName, ing.Namespace)}
+		}
+		b, err := resolve(ns, s.ServiceName, s.ServicePort)
+		if err != nil {
+			return nil, nil, err
+		}
+		backends = append(backends, b)
+		svc := contourv1.Service{
+			Name:                 b.Name,
+			Port:                 int(b.Port),
+			Weight:               weight,
+			RequestHeadersPolicy: headersPolicy(s.AppendHeaders, ""),
+		}
+		if b.Protocol != "" {
+			svc.Protocol = &b.Protocol
+		}
+		services = append(services, svc)
+	}
+	return services, backends, nil
+}
+
+// headersPolicy sets (not appends: a client cannot smuggle a second value)
+// the given headers, and the Host header when rewriteHost is set.
+func headersPolicy(set map[string]string, rewriteHost string) *contourv1.HeadersPolicy {
+	if len(set) == 0 && rewriteHost == "" {
+		return nil
+	}
+	hp := &contourv1.HeadersPolicy{}
+	for _, k := range sortedKeys(set) {
+		hp.Set = append(hp.Set, contourv1.HeaderValue{Name: k, Value: set[k]})
+	}
+	if rewriteHost != "" {
+		hp.Set = append(hp.Set, contourv1.HeaderValue{Name: "Host", Value: rewriteHost})
+	}
+	return hp
+}
+
+func prefixOf(path string) string {
+	if path == "" {
+		return "/"
+	}
+	if !strings.HasPrefix(path, "/") {
+		return "/" + path
+	}
+	return path
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func conditionKey(conds []contourv1.MatchCondition) string {
+	var b strings.Builder
+	for _, c := range conds {
+		b.WriteString(c.Prefix)
+		if c.Header != nil {
+			b.WriteString("\x00" + c.Header.Name + "=" + c.Header.Exact)
+		}
+		b.WriteString("\x01")
+	}
+	return b.String()
+}

@@ -1,0 +1,477 @@
+package resources
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"knative.dev/networking/pkg/apis/networking"
+	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
+	"knative.dev/networking/pkg/http/header"
+	"knative.dev/pkg/kmeta"
+
+	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/resources/names"
+)
+
+const ns = "ns"
+
+func svc(name string, ports ...corev1.ServicePort) *corev1.Service {
+	if len(ports) == 0 {
+		ports = []corev1.ServicePort{{Name: "http", Port: 80}}
+	}
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.ServiceSpec{Ports: ports},
+	}
+}
+
+// resolverOf resolves against a fixed set of Services, like the lister would.
+func resolverOf(svcs ...*corev1.Service) Resolver {
+	return func(namespace, name string, port intstr.IntOrString) (Backend, error) {
+		for _, s := range svcs {
+			if s.Namespace == namespace && s.Name == name {
+				return ResolveFromService(s, port)
+			}
+		}
+		return Backend{}, &BackendError{Reason: "ServiceNotFound", Message: namespace + "/" + name + " not found"}
+	}
+}
+
+func kingress(mods ...func(*netv1alpha1.Ingress)) *netv1alpha1.Ingress {
+	ing := &netv1alpha1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   ns,
+			Name:        "hello",
+			UID:         "uid-1",
+			Generation:  3,
+			Annotations: map[string]string{networking.IngressClassAnnotationKey: "contour.ingress.networking.knative.dev"},
+		},
+		Spec: netv1alpha1.IngressSpec{Rules: []netv1alpha1.IngressRule{{
+			Hosts:      []string{"hello.example.com"},
+			Visibility: netv1alpha1.IngressVisibilityExternalIP,
+			HTTP: &netv1alpha1.HTTPIngressRuleValue{Paths: []netv1alpha1.HTTPIngressPath{{
+				Splits: []netv1alpha1.IngressBackendSplit{{
+					IngressBackend: netv1alpha1.IngressBackend{ServiceNamespace: ns, ServiceName: "blue", ServicePort: intstr.FromInt(80)},
+					Percent:        100,
+				}},
+			}}},
+		}}},
+	}
+	for _, m := range mods {
+		m(ing)
+	}
+	return ing
+}
+
+func hashOf(t *testing.T, ing *netv1alpha1.Ingress) string {
+	t.Helper()
+	h, err := Hash(ing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func meta(ing *netv1alpha1.Ingress, class, host string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Namespace: ns,
+		Name:      names.ServingProxy(ing.Name, class, host),
+		Labels:    map[string]string{LabelIngress: ing.Name, LabelRole: RoleServing},
+		Annotations: map[string]string{
+			AnnotationHash:       "",
+			AnnotationGeneration: "3",
+		},
+		OwnerReferences: []metav1.OwnerReference{*kmeta.NewControllerRef(ing)},
+	}
+}
+
+var infinite = &contourv1.TimeoutPolicy{Response: "infinity", Idle: "infinity"}
+
+func probeRoute(prefix, hash string, services ...contourv1.Service) contourv1.Route {
+	return contourv1.Route{
+		Conditions: []contourv1.MatchCondition{
+			{Prefix: prefix},
+			{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}},
+		},
+		Services:             services,
+		EnableWebsockets:     true,
+		TimeoutPolicy:        infinite,
+		RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: header.HashKey, Value: hash}}},
+	}
+}
+
+func TestMakeServing(t *testing.T) {
+	blue := contourv1.Service{Name: "blue", Port: 80, Weight: 100}
+	tests := []struct {
+		name    string
+		ing     *netv1alpha1.Ingress
+		cfg     *config.Contour
+		svcs    []*corev1.Service
+		want    func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy
+		backend ClassBackends
+	}{{
+		name: "one external host with one backend maps to one proxy with a probe route",
+		ing:  kingress(),
+		svcs: []*corev1.Service{svc("blue")},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			m := meta(ing, "contour-external", "hello.example.com")
+			m.Annotations[AnnotationHash] = hash
+			return []*contourv1.HTTPProxy{{
+				ObjectMeta: m,
+				Spec: contourv1.HTTPProxySpec{
+					IngressClassName: "contour-external",
+					VirtualHost:      &contourv1.VirtualHost{Fqdn: "hello.example.com"},
+					Routes: []contourv1.Route{{
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/"}},
+						Services:         []contourv1.Service{blue},
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+					}, probeRoute("/", hash, blue)},
+				},
+			}}
+		},
+		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
+	}, {
+		name: "weighted splits keep their weights, a 0% split gets no route, and headers are set before and after the split",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			p := &ing.Spec.Rules[0].HTTP.Paths[0]
+			p.Path = "/api"
+			p.AppendHeaders = map[string]string{"X-Pre": "1"}
+			p.RewriteHost = "rewritten.example.com"
+			p.Splits = []netv1alpha1.IngressBackendSplit{
+				{IngressBackend: netv1alpha1.IngressBackend{ServiceNamespace: ns, ServiceName: "blue", ServicePort: intstr.FromInt(80)}, Percent: 70, AppendHeaders: map[string]string{"X-Rev": "blue"}},
+				{IngressBackend: netv1alpha1.IngressBackend{ServiceNamespace: ns, ServiceName: "green", ServicePort: intstr.FromString("http2")}, Percent: 30},
+				{IngressBackend: netv1alpha1.IngressBackend{ServiceNamespace: ns, ServiceName: "gone", ServicePort: intstr.FromInt(80)}, Percent: 0},
+			}
+		}),
+		svcs: []*corev1.Service{svc("blue"), svc("green", corev1.ServicePort{Name: "http2", Port: 81})},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			m := meta(ing, "contour-external", "hello.example.com")
+			m.Annotations[AnnotationHash] = hash
+			services := []contourv1.Service{
+				{Name: "blue", Port: 80, Weight: 70, RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: "X-Rev", Value: "blue"}}}},
+				{Name: "green", Port: 81, Weight: 30, Protocol: ptr.To("h2c")},
+			}
+			return []*contourv1.HTTPProxy{{
+				ObjectMeta: m,
+				Spec: contourv1.HTTPProxySpec{
+					IngressClassName: "contour-external",
+					VirtualHost:      &contourv1.VirtualHost{Fqdn: "hello.example.com"},
+					Routes: []contourv1.Route{{
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/api"}},
+						Services:         services,
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+						RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{
+							{Name: "X-Pre", Value: "1"}, {Name: "Host", Value: "rewritten.example.com"}}},
+					}, {
+						Conditions: []contourv1.MatchCondition{
+							{Prefix: "/api"},
+							{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}},
+						},
+						Services:         services,
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+						RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{
+							{Name: header.HashKey, Value: hash}, {Name: "X-Pre", Value: "1"}, {Name: "Host", Value: "rewritten.example.com"}}},
+					}},
+				},
+			}}
+		},
+		backend: ClassBackends{"contour-external": setOf(
+			Backend{Namespace: ns, Name: "blue", Port: 80},
+			Backend{Namespace: ns, Name: "green", Port: 81, Protocol: "h2c"})},
+	}, {
+		name: "a cluster-local host expands to its short forms on the internal class",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.Rules[0].Hosts = []string{"hello.ns.svc.cluster.local"}
+			ing.Spec.Rules[0].Visibility = netv1alpha1.IngressVisibilityClusterLocal
+		}),
+		svcs: []*corev1.Service{svc("blue", corev1.ServicePort{Port: 80, AppProtocol: ptr.To("kubernetes.io/h2c")})},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			var out []*contourv1.HTTPProxy
+			h2c := contourv1.Service{Name: "blue", Port: 80, Weight: 100, Protocol: ptr.To("h2c")}
+			for _, host := range []string{"hello.ns", "hello.ns.svc", "hello.ns.svc.cluster.local"} {
+				m := meta(ing, "contour-internal", host)
+				m.Annotations[AnnotationHash] = hash
+				out = append(out, &contourv1.HTTPProxy{
+					ObjectMeta: m,
+					Spec: contourv1.HTTPProxySpec{
+						IngressClassName: "contour-internal",
+						VirtualHost:      &contourv1.VirtualHost{Fqdn: host},
+						Routes: []contourv1.Route{{
+							Conditions:       []contourv1.MatchCondition{{Prefix: "/"}},
+							Services:         []contourv1.Service{h2c},
+							EnableWebsockets: true,
+							TimeoutPolicy:    infinite,
+						}, probeRoute("/", hash, h2c)},
+					},
+				})
+			}
+			return out
+		},
+		backend: ClassBackends{"contour-internal": setOf(Backend{Namespace: ns, Name: "blue", Port: 80, Protocol: "h2c"})},
+	}, {
+		name: "rules sharing a host are merged into one proxy, a repeated path kept once, header matches kept on user routes only",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			r := ing.Spec.Rules[0]
+			r2 := *r.DeepCopy()
+			r2.HTTP.Paths[0].Headers = map[string]netv1alpha1.HeaderMatch{"X-Tag": {Exact: "a"}}
+			ing.Spec.Rules = append(ing.Spec.Rules, r2, *r.DeepCopy())
+		}),
+		svcs: []*corev1.Service{svc("blue")},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			m := meta(ing, "contour-external", "hello.example.com")
+			m.Annotations[AnnotationHash] = hash
+			return []*contourv1.HTTPProxy{{
+				ObjectMeta: m,
+				Spec: contourv1.HTTPProxySpec{
+					IngressClassName: "contour-external",
+					VirtualHost:      &contourv1.VirtualHost{Fqdn: "hello.example.com"},
+					Routes: []contourv1.Route{{
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/"}},
+						Services:         []contourv1.Service{blue},
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+					}, {
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/"}, {Header: &contourv1.HeaderMatchCondition{Name: "X-Tag", Exact: "a"}}},
+						Services:         []contourv1.Service{blue},
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+					}, probeRoute("/", hash, blue)},
+				},
+			}}
+		},
+		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
+	}, {
+		name: "TLS from spec.tls with httpOption Redirected: user routes redirect, probe routes stay plain",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert", SecretNamespace: "certs"}}
+			ing.Spec.HTTPOption = netv1alpha1.HTTPOptionRedirected
+		}),
+		svcs: []*corev1.Service{svc("blue")},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			m := meta(ing, "contour-external", "hello.example.com")
+			m.Annotations[AnnotationHash] = hash
+			probe := probeRoute("/", hash, blue)
+			probe.PermitInsecure = true
+			return []*contourv1.HTTPProxy{{
+				ObjectMeta: m,
+				Spec: contourv1.HTTPProxySpec{
+					IngressClassName: "contour-external",
+					VirtualHost:      &contourv1.VirtualHost{Fqdn: "hello.example.com", TLS: &contourv1.TLS{SecretName: "certs/cert"}},
+					Routes: []contourv1.Route{{
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/"}},
+						Services:         []contourv1.Service{blue},
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+					}, probe},
+				},
+			}}
+		},
+		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
+	}, {
+		name: "default-tls-secret, timeouts and CORS come from config-contour; httpOption Enabled serves plain HTTP too",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.HTTPOption = netv1alpha1.HTTPOptionEnabled
+		}),
+		cfg: func() *config.Contour {
+			c := config.DefaultContour()
+			c.DefaultTLSSecret = &types.NamespacedName{Namespace: ns, Name: "wildcard"}
+			c.TimeoutPolicyResponse = "60s"
+			c.TimeoutPolicyIdle = "5m"
+			c.CORSPolicy = &contourv1.CORSPolicy{AllowOrigin: []string{"*"}, AllowMethods: []contourv1.CORSHeaderValue{"GET"}}
+			return c
+		}(),
+		svcs: []*corev1.Service{svc("blue")},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			m := meta(ing, "contour-external", "hello.example.com")
+			m.Annotations[AnnotationHash] = hash
+			timeouts := &contourv1.TimeoutPolicy{Response: "60s", Idle: "5m"}
+			probe := probeRoute("/", hash, blue)
+			probe.PermitInsecure = true
+			probe.TimeoutPolicy = timeouts
+			return []*contourv1.HTTPProxy{{
+				ObjectMeta: m,
+				Spec: contourv1.HTTPProxySpec{
+					IngressClassName: "contour-external",
+					VirtualHost: &contourv1.VirtualHost{
+						Fqdn:       "hello.example.com",
+						TLS:        &contourv1.TLS{SecretName: "wildcard"},
+						CORSPolicy: &contourv1.CORSPolicy{AllowOrigin: []string{"*"}, AllowMethods: []contourv1.CORSHeaderValue{"GET"}},
+					},
+					Routes: []contourv1.Route{{
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/"}},
+						Services:         []contourv1.Service{blue},
+						EnableWebsockets: true,
+						PermitInsecure:   true,
+						TimeoutPolicy:    timeouts,
+					}, probe},
+				},
+			}}
+		},
+		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.cfg != nil {
+				ctx = config.ToContext(ctx, &config.Config{Contour: tc.cfg})
+			}
+			got, err := MakeServing(ctx, tc.ing, resolverOf(tc.svcs...))
+			if err != nil {
+				t.Fatalf("MakeServing() = %v", err)
+			}
+			hash := hashOf(t, tc.ing)
+			if got.Hash != hash {
+				t.Errorf("Hash = %q, want %q", got.Hash, hash)
+			}
+			if diff := cmp.Diff(tc.want(tc.ing, hash), got.Proxies); diff != "" {
+				t.Errorf("proxies (-want, +got):\n%s", diff)
+			}
+			if !got.Backends.Equal(tc.backend) {
+				t.Errorf("Backends = %v, want %v", got.Backends, tc.backend)
+			}
+		})
+	}
+}
+
+func TestMakeServingBadInput(t *testing.T) {
+	tests := []struct {
+		name   string
+		ing    *netv1alpha1.Ingress
+		svcs   []*corev1.Service
+		reason string
+	}{{
+		name:   "a missing Service is bad input naming the Service",
+		ing:    kingress(),
+		reason: "ServiceNotFound",
+	}, {
+		name: "an ExternalName Service is refused",
+		ing:  kingress(),
+		svcs: []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blue"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}}},
+		reason: "ExternalNameService",
+	}, {
+		name:   "a split to a port the Service lacks is refused",
+		ing:    kingress(),
+		svcs:   []*corev1.Service{svc("blue", corev1.ServicePort{Name: "http", Port: 8080})},
+		reason: "ServicePortNotFound",
+	}, {
+		name: "a backend in another namespace is refused",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.Rules[0].HTTP.Paths[0].Splits[0].ServiceNamespace = "other"
+		}),
+		reason: "CrossNamespaceBackend",
+	}, {
+		name:   "a rule without http is refused",
+		ing:    kingress(func(ing *netv1alpha1.Ingress) { ing.Spec.Rules[0].HTTP = nil }),
+		reason: "RuleWithoutHTTP",
+	}, {
+		name:   "an invalid host is refused",
+		ing:    kingress(func(ing *netv1alpha1.Ingress) { ing.Spec.Rules[0].Hosts = []string{"Not_A_Host"} }),
+		svcs:   []*corev1.Service{svc("blue")},
+		reason: "InvalidHost",
+	}, {
+		name:   "a host in the reserved warm domain is refused",
+		ing:    kingress(func(ing *netv1alpha1.Ingress) { ing.Spec.Rules[0].Hosts = []string{"x." + names.WarmDomain} }),
+		svcs:   []*corev1.Service{svc("blue")},
+		reason: "InvalidHost",
+	}, {
+		name:   "a rule without hosts is refused",
+		ing:    kingress(func(ing *netv1alpha1.Ingress) { ing.Spec.Rules[0].Hosts = nil }),
+		reason: "RuleWithoutHosts",
+	}, {
+		name:   "an unknown visibility is refused",
+		ing:    kingress(func(ing *netv1alpha1.Ingress) { ing.Spec.Rules[0].Visibility = "Mesh" }),
+		reason: "UnknownVisibility",
+	}, {
+		name:   "a path without splits is refused",
+		ing:    kingress(func(ing *netv1alpha1.Ingress) { ing.Spec.Rules[0].HTTP.Paths[0].Splits = nil }),
+		reason: "PathWithoutSplits",
+	}, {
+		name: "a TLS entry without a secret is refused",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}}}
+		}),
+		svcs:   []*corev1.Service{svc("blue")},
+		reason: "InvalidTLS",
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := MakeServing(context.Background(), tc.ing, resolverOf(tc.svcs...))
+			var se *SpecError
+			var be *BackendError
+			switch {
+			case errors.As(err, &se):
+				if se.Reason != tc.reason {
+					t.Errorf("reason = %q (%s), want %q", se.Reason, se.Message, tc.reason)
+				}
+			case errors.As(err, &be):
+				if be.Reason != tc.reason {
+					t.Errorf("reason = %q (%s), want %q", be.Reason, be.Message, tc.reason)
+				}
+			default:
+				t.Fatalf("MakeServing() = %v, want bad input %s", err, tc.reason)
+			}
+		})
+	}
+}
+
+func TestProbeTargets(t *testing.T) {
+	ing := kingress(func(ing *netv1alpha1.Ingress) {
+		ing.Spec.Rules[0].HTTP.Paths = append(ing.Spec.Rules[0].HTTP.Paths, netv1alpha1.HTTPIngressPath{
+			Path:   "/v2",
+			Splits: ing.Spec.Rules[0].HTTP.Paths[0].Splits,
+		})
+		ing.Spec.Rules = append(ing.Spec.Rules, netv1alpha1.IngressRule{
+			Hosts:      []string{"hello.ns.svc.cluster.local"},
+			Visibility: netv1alpha1.IngressVisibilityClusterLocal,
+			HTTP:       ing.Spec.Rules[0].HTTP.DeepCopy(),
+		})
+	})
+	got, err := ProbeTargets(context.Background(), ing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ProbeTarget{
+		{Class: "contour-external", Host: "hello.example.com", Path: "/"},
+		{Class: "contour-external", Host: "hello.example.com", Path: "/v2"},
+		{Class: "contour-internal", Host: "hello.ns", Path: "/"},
+		{Class: "contour-internal", Host: "hello.ns", Path: "/v2"},
+		{Class: "contour-internal", Host: "hello.ns.svc", Path: "/"},
+		{Class: "contour-internal", Host: "hello.ns.svc", Path: "/v2"},
+		{Class: "contour-internal", Host: "hello.ns.svc.cluster.local", Path: "/"},
+		{Class: "contour-internal", Host: "hello.ns.svc.cluster.local", Path: "/v2"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ProbeTargets (-want, +got):\n%s", diff)
+	}
+}
+
+func TestProxyNamesAreValidForAnyKIngressName(t *testing.T) {
+	for _, name := range []string{"a", strings.Repeat("x", 63), strings.Repeat("long-name.", 25) + "end"} {
+		ing := kingress(func(ing *netv1alpha1.Ingress) { ing.Name = name })
+		got, err := MakeServing(context.Background(), ing, resolverOf(svc("blue")))
+		if err != nil {
+			t.Fatalf("MakeServing(%q) = %v", name, err)
+		}
+		for _, p := range got.Proxies {
+			if len(p.Name) > 63 {
+				t.Errorf("name %q of KIngress %q is %d characters", p.Name, name, len(p.Name))
+			}
+			if v := p.Labels[LabelIngress]; len(v) > 63 {
+				t.Errorf("label %q of KIngress %q is %d characters", v, name, len(v))
+			}
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package resources
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"knative.dev/networking/pkg/http/header"
+	"knative.dev/pkg/kmeta"
+
+	"github.com/hitless/hitless/pkg/resources/names"
+)
+
+func TestMakeWarm(t *testing.T) {
+	ing := kingress()
+	blue := Backend{Namespace: ns, Name: "blue", Port: 80}
+	green := Backend{Namespace: ns, Name: "green", Port: 81, Protocol: "h2c"}
+	local := Backend{Namespace: ns, Name: "green", Port: 81, Protocol: "h2c"}
+	keep := ClassBackends{"contour-external": setOf(blue, green), "contour-internal": setOf(local)}
+	probe := ClassBackends{"contour-external": setOf(green)}
+
+	got, err := MakeWarm(context.Background(), ing, keep, probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Hash != hashOf(t, got.Probe) {
+		t.Errorf("Hash = %q, want the hash of the probe KIngress %q", got.Hash, hashOf(t, got.Probe))
+	}
+	route := func(b Backend) contourv1.Route {
+		s := contourv1.Service{Name: b.Name, Port: int(b.Port), Weight: 100}
+		if b.Protocol != "" {
+			s.Protocol = ptr.To(b.Protocol)
+		}
+		return contourv1.Route{
+			Conditions: []contourv1.MatchCondition{
+				{Prefix: names.BackendPath(b.Key())},
+				{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}},
+			},
+			Services:             []contourv1.Service{s},
+			PermitInsecure:       true,
+			RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: header.HashKey, Value: got.Hash}}},
+		}
+	}
+	m := func(class string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{
+			Namespace:       ns,
+			Name:            names.WarmProxy(ing.Name, class),
+			Labels:          map[string]string{LabelIngress: ing.Name, LabelRole: RoleWarm},
+			Annotations:     map[string]string{AnnotationHash: got.Hash},
+			OwnerReferences: []metav1.OwnerReference{*kmeta.NewControllerRef(ing)},
+		}
+	}
+	want := []*contourv1.HTTPProxy{{
+		ObjectMeta: m("contour-external"),
+		Spec: contourv1.HTTPProxySpec{
+			IngressClassName: "contour-external",
+			VirtualHost:      &contourv1.VirtualHost{Fqdn: names.WarmHost(ns, ing.Name, "contour-external")},
+			Routes:           []contourv1.Route{route(blue), route(green)},
+		},
+	}, {
+		ObjectMeta: m("contour-internal"),
+		Spec: contourv1.HTTPProxySpec{
+			IngressClassName: "contour-internal",
+			VirtualHost:      &contourv1.VirtualHost{Fqdn: names.WarmHost(ns, ing.Name, "contour-internal")},
+			Routes:           []contourv1.Route{route(local)},
+		},
+	}}
+	if diff := cmp.Diff(want, got.Proxies); diff != "" {
+		t.Errorf("warm proxies (-want, +got):\n%s", diff)
+	}
+
+	// Only the new backend is probed, and only on its own class.
+	targets, err := WarmProbeTargets(context.Background(), got.Probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTargets := []ProbeTarget{{Class: "contour-external", Host: names.WarmHost(ns, ing.Name, "contour-external"), Path: names.BackendPath(green.Key())}}
+	if diff := cmp.Diff(wantTargets, targets); diff != "" {
+		t.Errorf("WarmProbeTargets (-want, +got):\n%s", diff)
+	}
+}
+
+func TestWarmHashChangesWithTheBackendSet(t *testing.T) {
+	ing := kingress()
+	blue := Backend{Namespace: ns, Name: "blue", Port: 80}
+	a, _ := MakeWarm(context.Background(), ing, ClassBackends{"contour-external": setOf(blue)}, nil)
+	b, _ := MakeWarm(context.Background(), ing, ClassBackends{"contour-external": setOf(blue, Backend{Namespace: ns, Name: "blue", Port: 80, Protocol: "h2c"})}, nil)
+	c, _ := MakeWarm(context.Background(), ing, ClassBackends{"contour-external": setOf(blue)}, nil)
+	if a.Hash == b.Hash {
+		t.Error("adding a backend (same port, other protocol) kept the warm hash")
+	}
+	if a.Hash != c.Hash {
+		t.Error("the same backend set gave two hashes")
+	}
+	if _, ok := IsWarmKey(a.Probe.Name); !ok {
+		t.Errorf("probe KIngress %q is not recognised as a warm key", a.Probe.Name)
+	}
+}
