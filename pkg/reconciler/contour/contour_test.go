@@ -1,0 +1,185 @@
+package contour
+
+import (
+	"testing"
+	"time"
+
+	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgotesting "k8s.io/client-go/testing"
+	"knative.dev/networking/pkg/apis/networking/v1alpha1"
+	rtesting "knative.dev/pkg/reconciler/testing"
+)
+
+func TestReconcile(t *testing.T) {
+	pods := envoy("contour-external", "10.244.0.20", "10.244.0.21")
+
+	blue := ing("blue")
+	green := ing("green")
+	blueServing := serving(t, blue)
+	greenServing := serving(t, green)
+	warmGreen := warm(t, green, backends("blue", "green"), backends("green"))
+
+	userProxy := &contourv1.HTTPProxy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "mine"},
+		Spec:       contourv1.HTTPProxySpec{VirtualHost: &contourv1.VirtualHost{Fqdn: "hello.example.com"}},
+	}
+	invalid := greenServing.Proxies[0].DeepCopy()
+	invalid.Generation = 1
+	invalid.Status = contourv1.HTTPProxyStatus{
+		CurrentStatus: "invalid",
+		Description:   "At least one error present, see Errors for details",
+		Conditions: []contourv1.DetailedCondition{{
+			Condition: contourv1.Condition{Type: contourv1.ValidConditionType, ObservedGeneration: 1},
+			Errors:    []contourv1.SubCondition{{Message: `Spec.VirtualHost.TLS Secret "default/cert" is invalid`}},
+		}},
+	}
+
+	twoHosts := ing("blue", withHosts("a.example.com", "b.example.com"))
+	oneHost := ing("blue", withHosts("a.example.com"))
+	oneHostServing := serving(t, oneHost)
+	twoHostServing := serving(t, twoHosts)
+
+	table := rtesting.TableTest{{
+		Name: "bad workqueue key",
+		Key:  "too/many/parts",
+	}, {
+		Name: "key not found",
+		Key:  "foo/not-found",
+	}, {
+		Name: "steady state: Ready, proxies current, nothing written and nothing probed",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(greenServing.Proxies), []runtime.Object{
+			ing("green", withStatus(ready)), service("green"),
+		}),
+	}, {
+		Name: "a KIngress of another class is left untouched",
+		Key:  "default/hello",
+		Objects: objs(pods, []runtime.Object{
+			ing("blue", withClass("istio.ingress.networking.knative.dev")), service("blue"),
+		}),
+	}, {
+		Name: "a brand-new KIngress skips Warm: its serving proxy is created and probed",
+		Key:  "default/hello",
+		Objects: objs(pods, []runtime.Object{
+			ing("blue"), service("blue"),
+		}),
+		WantCreates: proxies(blueServing.Proxies),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
+		Name: "a fresh backend is warmed first: warm proxy holds old and new, serving proxy untouched",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(blueServing.Proxies), []runtime.Object{
+			ing("green", withStatus(ready), func(i *v1alpha1.Ingress) { i.Status.ObservedGeneration = 1 }),
+			service("blue"), service("green"),
+		}),
+		WantCreates: proxies(warmGreen.Proxies),
+		// The load balancers stay published: the old backend still serves.
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
+			waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/green:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/green:80")},
+	}, {
+		Name: "once every Envoy pod serves the warm backend, the serving proxy switches",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(blueServing.Proxies), proxies(warmGreen.Proxies), []runtime.Object{
+			ing("green", withStatus(waiting(ReasonWarming, "w"))), service("blue"), service("green"),
+		}),
+		OtherTestData: map[string]interface{}{proberKey: &fakeProber{ready: map[string]bool{warmGreen.Hash: true}}},
+		WantUpdates:   []clientgotesting.UpdateActionImpl{update(greenServing.Proxies[0])},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/green:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
+		Name: "switch confirmed: Ready, and the warm proxies are kept through the release hold",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(greenServing.Proxies), proxies(warmGreen.Proxies), []runtime.Object{
+			ing("green", withStatus(waiting(ReasonSwitching, "s"))), service("blue"), service("green"),
+		}),
+		OtherTestData:     map[string]interface{}{proberKey: &fakeProber{ready: map[string]bool{greenServing.Hash: true}}},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready)))},
+		PostConditions: []func(*testing.T, *rtesting.TableRow){func(t *testing.T, row *rtesting.TableRow) {
+			if got := row.OtherTestData[enqueuedKey].(map[string]time.Duration)["default/hello"]; got != testCfg.ReleaseHold {
+				t.Errorf("requeued after %v, want the release hold %v", got, testCfg.ReleaseHold)
+			}
+		}},
+	}, {
+		Name: "warm proxies are released once the hold has passed since Ready",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(greenServing.Proxies), proxies(warmGreen.Proxies), []runtime.Object{
+			ing("green", withStatus(readyAt(now.Add(-time.Minute)))), service("green"),
+		}),
+		WantDeletes: []clientgotesting.DeleteActionImpl{deleteOf(warmGreen.Proxies[0])},
+		WantEvents:  []string{rtesting.Eventf(corev1.EventTypeNormal, "Released", "Warm proxies deleted")},
+	}, {
+		Name: "a host that left the spec loses its proxy, with no warm needed for an unchanged backend",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(twoHostServing.Proxies), []runtime.Object{
+			oneHost, service("blue"),
+		}),
+		WantUpdates: []clientgotesting.UpdateActionImpl{update(oneHostServing.Proxies[0])},
+		WantDeletes: deletesOfMissing(twoHostServing.Proxies, oneHostServing.Proxies),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withHosts("a.example.com"), withStatus(
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
+		Name:    "a missing backend Service is bad input: a condition names it and nothing is written",
+		Key:     "default/hello",
+		Objects: objs(pods, []runtime.Object{ing("blue")}),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(badInput("ServiceNotFound",
+			"Service default/blue does not exist: create it or point the KIngress at an existing one"))))},
+	}, {
+		Name:    "a host already claimed by a user's HTTPProxy is refused without touching it",
+		Key:     "default/hello",
+		Objects: objs(pods, []runtime.Object{ing("blue"), service("blue"), userProxy}),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(badInput(ReasonHostConflict,
+			`host "hello.example.com" is already served by HTTPProxy team/mine (a user's HTTPProxy): remove that claim or choose another host`))))},
+	}, {
+		Name:        "no Envoy pod to ask: NotReady naming the Envoy Service, never Ready",
+		Key:         "default/hello",
+		Objects:     []runtime.Object{ing("blue"), service("blue")},
+		WantCreates: proxies(blueServing.Proxies),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(waiting(ReasonNoEnvoyPods,
+			"Envoy Service contour-external/envoy of class contour-external does not exist: no ready Envoy pod: the KIngress cannot be confirmed until an Envoy pod is ready"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
+		Name: "Contour's verdict is read back: an invalid proxy fails the KIngress with Contour's reason",
+		Key:  "default/hello",
+		Objects: objs(pods, []runtime.Object{
+			invalid, ing("green", withStatus(waiting(ReasonSwitching, "s"))), service("green"),
+		}),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(func(i *v1alpha1.Ingress) {
+			markProxyInvalid(i, invalid.Name, `At least one error present, see Errors for details; Spec.VirtualHost.TLS Secret "default/cert" is invalid`)
+		})))},
+	}, {
+		Name:         "a failed create is retried: the error surfaces and an event says so",
+		Key:          "default/hello",
+		Objects:      objs(pods, []runtime.Object{ing("blue"), service("blue")}),
+		WithReactors: []clientgotesting.ReactionFunc{rtesting.InduceFailure("create", "httpproxies")},
+		WantErr:      true,
+		WantCreates:  proxies(blueServing.Proxies),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(func(i *v1alpha1.Ingress) {
+			i.GetConditionSet().Manage(&i.Status).MarkUnknown(v1alpha1.IngressConditionReady, "NewObservedGenFailure", "unsuccessfully observed a new generation")
+		})))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError",
+			"failed to create HTTPProxy default/%s: inducing failure for create httpproxies", blueServing.Proxies[0].Name)},
+	}}
+	table.Test(t, makeFactory())
+}
+
+func deletesOfMissing(have, want []*contourv1.HTTPProxy) []clientgotesting.DeleteActionImpl {
+	keep := map[string]bool{}
+	for _, p := range want {
+		keep[p.Name] = true
+	}
+	var out []clientgotesting.DeleteActionImpl
+	for _, p := range have {
+		if !keep[p.Name] {
+			out = append(out, deleteOf(p))
+		}
+	}
+	return out
+}
