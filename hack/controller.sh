@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs the hitless controller as a process on the local stack (the stack has
+# no image registry, so the Deployment in config/ is not used here; the RBAC
+# and config-contour are).
+#   hack/controller.sh start   build, install config, start; idempotent
+#   hack/controller.sh stop    stop it
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+state=${HITLESS_STACK_DIR:-$repo/.stack}
+pidfile=$state/controller.pid
+log=$state/logs/controller.log
+ns=knative-serving
+
+running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
+
+start() {
+  eval "$("$repo/hack/stack.sh" env)"
+  local kubectl=${HITLESS_CACHE:-$HOME/.cache/hitless}/bin/kubectl
+  mkdir -p "$state/bin" "$state/logs"
+  (cd "$repo" && go build -o "$state/bin/controller" ./cmd/controller)
+  "$kubectl" get namespace "$ns" >/dev/null 2>&1 || "$kubectl" create namespace "$ns" >/dev/null
+  "$kubectl" apply -f "$repo/config/config-contour.yaml" >/dev/null
+  "$kubectl" apply -f "$repo/third_party/knative-networking/config-network.yaml" >/dev/null
+  if running; then
+    # A new binary replaces the old process; rollouts resume from the objects.
+    kill "$(cat "$pidfile")"; sleep 1
+  fi
+  SYSTEM_NAMESPACE=$ns KUBECONFIG=$KUBECONFIG METRICS_DOMAIN=knative.dev/hitless \
+    nohup "$state/bin/controller" --kubeconfig "$KUBECONFIG" >>"$log" 2>&1 &
+  echo $! >"$pidfile"
+  for _ in $(seq 1 100); do
+    if grep -q "Starting controllers\|Starting Reconciler\|Started workers" "$log" 2>/dev/null; then
+      echo "controller running (pid $(cat "$pidfile")), log: $log"; return 0
+    fi
+    running || { echo "controller exited; last lines of $log:" >&2; tail -20 "$log" >&2; exit 1; }
+    sleep 0.2
+  done
+  echo "controller did not report start within 20s; see $log" >&2; exit 1
+}
+
+stop() {
+  if running; then kill "$(cat "$pidfile")"; fi
+  rm -f "$pidfile"
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The layers of `make test` that need the local stack: brings it up (or
+# reuses a running one), runs the controller on it, runs the integration
+# tests, and stops everything it started, whatever the outcome.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+
+stack_was_up=false
+if hack/stack.sh status >/dev/null 2>&1; then stack_was_up=true; fi
+
+cleanup() {
+  hack/controller.sh stop || true
+  if [ "$stack_was_up" = false ] && [ -z "${KEEP_STACK:-}" ]; then hack/stack.sh down || true; fi
+}
+trap cleanup EXIT
+
+hack/stack.sh up
+hack/controller.sh start
+eval "$(hack/stack.sh env)"
+export KUBECONFIG INGRESS_ADDRESS
+echo "--- integration tests on the local stack"
+go test -count=1 -tags=e2e -timeout 15m -v ./test/integration/...
