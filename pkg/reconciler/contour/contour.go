@@ -18,6 +18,7 @@ import (
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -53,6 +54,7 @@ func indexFqdn(obj interface{}) ([]string, error) {
 // Prober is the part of the networking status prober the reconciler uses.
 type Prober interface {
 	IsReady(ctx context.Context, ing *v1alpha1.Ingress) (bool, error)
+	CancelIngressProbingByKey(key types.NamespacedName)
 }
 
 // Reconciler implements the KIngress reconciler.
@@ -101,7 +103,6 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 	}
 
 	plan := rollout.Decide(desired, obs)
-	wrote := false
 	if plan.NeedsWarm() {
 		warm, err := resources.MakeWarm(ctx, ing, plan.Keep, plan.New)
 		if err != nil {
@@ -117,7 +118,7 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 				"Warm proxies reference %s", describe(backendStrings(plan.Keep)))
 		}
 		if plan.Probe {
-			if done, err := r.awaitProbe(ctx, ing, warm.Probe, plan.New, ReasonWarming, obs.Warm); !done || err != nil {
+			if done, err := r.awaitProbe(ctx, ing, warm.Probe, plan.New, ReasonWarming, r.current(ing, warm.Proxies)); !done || err != nil {
 				return err
 			}
 			r.metrics.phaseDone(ctx, ReasonWarming, ing, r.clock())
@@ -128,7 +129,12 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 	if err != nil {
 		return err
 	}
-	wrote = changed > 0
+	wrote := changed > 0
+	if wrote {
+		// The warm round served its purpose; its prober state would
+		// otherwise stay in memory until the KIngress is deleted.
+		r.prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name + resources.WarmSuffix})
+	}
 	for _, p := range rollout.Stale(desired, obs.Serving) {
 		if err := r.contourClient.ProjectcontourV1().HTTPProxies(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{UID: &p.UID},

@@ -67,6 +67,8 @@ func (p *fakeProber) IsReady(_ context.Context, ing *v1alpha1.Ingress) (bool, er
 	return p.ready[h], nil
 }
 
+func (p *fakeProber) CancelIngressProbingByKey(types.NamespacedName) {}
+
 // ---- objects --------------------------------------------------------------
 
 type ingOpt func(*v1alpha1.Ingress)
