@@ -13,6 +13,7 @@ import (
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	ingressinformer "knative.dev/networking/pkg/client/injection/informers/networking/v1alpha1/ingress"
 	ingressreconciler "knative.dev/networking/pkg/client/injection/reconciler/networking/v1alpha1/ingress"
+	netcfg "knative.dev/networking/pkg/config"
 	"knative.dev/networking/pkg/status"
 	serviceinformer "knative.dev/pkg/client/injection/kube/informers/core/v1/service"
 	endpointsliceinformer "knative.dev/pkg/client/injection/kube/informers/discovery/v1/endpointslice"
@@ -36,7 +37,8 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 }
 
 // NewControllerForClass wires informers, the config store and the prober to
-// a reconciler of KIngresses of the given class.
+// a reconciler of KIngresses of the given class. A change of config-contour
+// or config-network re-reconciles every KIngress of the class.
 func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class string) *controller.Impl {
 	logger := logging.FromContext(ctx)
 
@@ -62,7 +64,7 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 
 	var store *config.Store
 	impl := ingressreconciler.NewImpl(ctx, r, class, func(impl *controller.Impl) controller.Options {
-		resync := configmap.TypeFilter(&config.Contour{})(func(string, interface{}) {
+		resync := configmap.TypeFilter(&config.Contour{}, &netcfg.Config{})(func(string, interface{}) {
 			impl.FilteredGlobalResync(classFilter(class), ingInformer.Informer())
 		})
 		store = config.NewStore(logger.Named("config-store"), resync)
