@@ -16,6 +16,7 @@ test-unit: ## fast layers: build, vet, gofmt, generated code, unit and reconcile
 
 .PHONY: test
 test: test-unit ## every test: the fast layers first, then the ones on the local stack
+	hack/test-stack.sh
 
 .PHONY: codegen
 codegen: ## regenerate pkg/client

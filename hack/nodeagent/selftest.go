@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/rand"
+)
+
+// Hidden subcommands the self test runs as container programs.
+const (
+	selftestServerArg = "__selftest-server"
+	selftestWriteArg  = "__selftest-write"
+	selftestExitArg   = "__selftest-exit"
+)
+
+const (
+	selftestBridge = "hitless-test0"
+	selftestSubnet = "10.250.0.0/24"
+	selftestGW     = "10.250.0.1"
+)
+
+// selftestPrograms runs a hidden test program and reports whether args named one.
+func selftestPrograms(args []string) bool {
+	if len(args) < 2 {
+		return false
+	}
+	switch args[1] {
+	case selftestServerArg:
+		selftestServer(args[2:])
+	case selftestWriteArg:
+		if err := os.WriteFile(args[2], []byte(args[3]), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	case selftestExitArg:
+		var code int
+		fmt.Sscan(args[2], &code)
+		fmt.Println("exiting with", code)
+		os.Exit(code)
+	default:
+		return false
+	}
+	return true
+}
+
+// selftestServer answers / with what the container sees, and /healthz only
+// when the probe sends its header.
+func selftestServer(args []string) {
+	fs := flag.NewFlagSet("server", flag.ExitOnError)
+	port := fs.String("port", "8080", "")
+	fs.Parse(args)
+	http.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Probe") != "selftest" {
+			http.Error(w, "missing probe header", http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		host, _ := os.Hostname()
+		wd, _ := os.Getwd()
+		read := func(p string) string {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return "ERR " + err.Error()
+			}
+			return string(b)
+		}
+		json.NewEncoder(w).Encode(map[string]string{
+			"hostname": host, "wd": wd,
+			"POD_NAME": os.Getenv("POD_NAME"), "POD_IP": os.Getenv("POD_IP"), "MESSAGE": os.Getenv("MESSAGE"),
+			"init": read("/data/init.txt"), "labels": read("/etc/podinfo/labels"),
+			"resolv": read("/etc/resolv.conf"), "hosts": read("/etc/hosts"),
+		})
+	})
+	fmt.Println("listening on", *port)
+	if err := http.ListenAndServe(":"+*port, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+// selftestPod is a pod whose containers run the agent's own test programs.
+func selftestPod(name string, policy corev1.RestartPolicy, init []corev1.Container, containers ...corev1.Container) *corev1.Pod {
+	grace := int64(5)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "selftest", UID: types.UID(fmt.Sprintf("selftest-%s-%s", name, rand.String(6))),
+			Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{
+			NodeName: "hitless-node", RestartPolicy: policy, TerminationGracePeriodSeconds: &grace,
+			InitContainers: init, Containers: containers,
+			Volumes: []corev1.Volume{
+				{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "podinfo", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+					Items: []corev1.DownwardAPIVolumeFile{{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}}}}}},
+			},
+		},
+	}
+}
+
+func serverPod(name string) *corev1.Pod {
+	mounts := []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "podinfo", MountPath: "/etc/podinfo", ReadOnly: true}}
+	init := corev1.Container{Name: "setup", Image: "example.local/hitless/selftest:latest",
+		Args: []string{selftestWriteArg, "/data/init.txt", "hello from init of $(POD_NAME)"}, VolumeMounts: mounts,
+		Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}
+	server := corev1.Container{Name: "server", Image: "example.local/hitless/selftest:latest@sha256:0000",
+		Args: []string{selftestServerArg, "--port", "8080"}, VolumeMounts: mounts,
+		Env: []corev1.EnvVar{
+			{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+			{Name: "MESSAGE", Value: "I am $(POD_NAME) at $(POD_IP)"},
+		},
+		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+		ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/healthz", Port: intstr.FromString("http"), HTTPHeaders: []corev1.HTTPHeader{{Name: "X-Probe", Value: "selftest"}}}}},
+	}
+	return selftestPod(name, corev1.RestartPolicyAlways, []corev1.Container{init}, server)
+}
+
+// runSelftest exercises the agent without an API server: two server pods on a
+// test bridge (init container, emptyDir and downwardAPI volumes at paths that
+// do not exist on the host, env with fieldRefs and $(VAR), an httpGet
+// readiness probe with a header), a failing Never pod and an unmapped image;
+// it checks them from the host, deletes them and removes everything it made.
+func runSelftest(ctx context.Context, cfg config) (err error) {
+	if cfg.cniBinDir == "" {
+		return errors.New("--cni-bin-dir is required")
+	}
+	tmp, err := os.MkdirTemp("", "hitless-selftest-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Remove the bridge and the IPAM state.
+		exec.Command("ip", "link", "del", selftestBridge).Run()
+		os.RemoveAll(tmp)
+		if out, _ := exec.Command("ip", "-o", "link", "show", selftestBridge).CombinedOutput(); len(out) > 0 && !strings.Contains(string(out), "does not exist") {
+			err = errors.Join(err, fmt.Errorf("bridge %s still exists", selftestBridge))
+		}
+	}()
+	// The bridge carries the gateway address before the plugin adopts it, so
+	// isGateway stays false and no sysctl (ip_forward) is changed.
+	for _, args := range [][]string{
+		{"link", "add", selftestBridge, "type", "bridge"},
+		{"addr", "add", selftestGW + "/24", "dev", selftestBridge},
+		{"link", "set", selftestBridge, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"hitless-selftest","plugins":[
+ {"type":"bridge","bridge":%q,"isGateway":false,"ipMasq":false,"hairpinMode":true,
+  "ipam":{"type":"host-local","ranges":[[{"subnet":%q,"gateway":%q}]],"dataDir":%q}},
+ {"type":"loopback"}]}`, selftestBridge, selftestSubnet, selftestGW, filepath.Join(tmp, "ipam"))
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cfg.cniConf = filepath.Join(tmp, "selftest.conflist")
+	cfg.imageMapFile = filepath.Join(tmp, "images.json")
+	cfg.stateDir = filepath.Join(tmp, "state")
+	cfg.logDir = filepath.Join(tmp, "logs")
+	cfg.nodeIP, cfg.dnsIP, cfg.nodeName = selftestGW, selftestGW, "hitless-node"
+	images, _ := json.Marshal(imageMap{"selftest": exe})
+	for f, content := range map[string][]byte{cfg.cniConf: []byte(conf), cfg.imageMapFile: images} {
+		if err := os.WriteFile(f, content, 0o644); err != nil {
+			return err
+		}
+	}
+	os.MkdirAll(cfg.logDir, 0o755)
+	netw, err := newNetwork(cfg.cniConf, cfg.cniBinDir, filepath.Join(cfg.stateDir, "cni-cache"))
+	if err != nil {
+		return err
+	}
+	a := newAgent(cfg, nil, netw)
+	defer a.shutdown(time.Second)
+
+	pods := []*corev1.Pod{serverPod("web-a"), serverPod("web-b"),
+		selftestPod("job", corev1.RestartPolicyNever, nil, corev1.Container{Name: "main", Image: "selftest", Args: []string{selftestExitArg, "3"}}),
+		selftestPod("unmapped", corev1.RestartPolicyAlways, nil, corev1.Container{Name: "main", Image: "docker.io/library/nginx:1.27"}),
+	}
+	t0 := time.Now()
+	for _, p := range pods {
+		if err := a.CreatePod(ctx, p); err != nil {
+			return err
+		}
+	}
+	waitFor := func(what string, cond func() bool) error {
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("timed out waiting for %s", what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		return nil
+	}
+	get := func(name string) *corev1.Pod {
+		p, _ := a.GetPod(ctx, "selftest", name)
+		return p
+	}
+	var failures []string
+	checks := 0
+	check := func(ok bool, format string, args ...any) {
+		checks++
+		status := "ok  "
+		if !ok {
+			status = "FAIL"
+			failures = append(failures, fmt.Sprintf(format, args...))
+		}
+		fmt.Printf("%s %s\n", status, fmt.Sprintf(format, args...))
+	}
+	for _, name := range []string{"web-a", "web-b"} {
+		err := waitFor(name+" ready", func() bool { p := get(name); return p != nil && conditionTrue(p.Status.Conditions, corev1.PodReady) })
+		check(err == nil, "%s Running and Ready after %s", name, time.Since(t0).Round(time.Millisecond))
+	}
+	err = waitFor("job failed", func() bool { p := get("job"); return p != nil && p.Status.Phase == corev1.PodFailed })
+	check(err == nil, "job with restartPolicy Never exiting 3 is Failed")
+	if p := get("job"); p != nil && len(p.Status.ContainerStatuses) == 1 {
+		t := p.Status.ContainerStatuses[0].State.Terminated
+		check(t != nil && t.ExitCode == 3, "job container terminated with exit code 3: %+v", p.Status.ContainerStatuses[0].State)
+	}
+	err = waitFor("unmapped image", func() bool {
+		p := get("unmapped")
+		return p != nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
+			p.Status.ContainerStatuses[0].State.Waiting.Reason == "ImageNotMapped"
+	})
+	check(err == nil, "unmapped image waits with reason ImageNotMapped: %s", func() string {
+		if p := get("unmapped"); p != nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil {
+			return p.Status.ContainerStatuses[0].State.Waiting.Message
+		}
+		return ""
+	}())
+
+	ips := map[string]string{}
+	for _, name := range []string{"web-a", "web-b"} {
+		p := get(name)
+		if p == nil {
+			continue
+		}
+		ips[name] = p.Status.PodIP
+		resp, err := http.Get("http://" + p.Status.PodIP + ":8080/")
+		if err != nil {
+			check(false, "GET %s from the host: %v", name, err)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var got map[string]string
+		json.Unmarshal(body, &got)
+		check(got["hostname"] == name, "%s: GET http://%s:8080/ answered from hostname %q", name, p.Status.PodIP, got["hostname"])
+		check(got["POD_IP"] == p.Status.PodIP && got["MESSAGE"] == fmt.Sprintf("I am %s at %s", name, p.Status.PodIP),
+			"%s: env POD_IP=%q MESSAGE=%q", name, got["POD_IP"], got["MESSAGE"])
+		check(got["init"] == "hello from init of "+name, "%s: init container wrote /data/init.txt: %q", name, got["init"])
+		check(got["labels"] == fmt.Sprintf("app=%q", name), "%s: downwardAPI /etc/podinfo/labels: %q", name, got["labels"])
+		check(strings.HasPrefix(got["resolv"], "nameserver "+selftestGW+"\nsearch selftest.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5"),
+			"%s: /etc/resolv.conf is the pod's: %q", name, got["resolv"])
+		check(strings.Contains(got["hosts"], p.Status.PodIP+"\t"+name), "%s: /etc/hosts names the pod", name)
+		check(strings.HasPrefix(got["wd"], cfg.stateDir), "%s: working dir %s is under the state dir", name, got["wd"])
+	}
+	check(ips["web-a"] != "" && ips["web-a"] != ips["web-b"], "pods have distinct IPs: %v", ips)
+	for _, p := range []string{"/data", "/etc/podinfo"} {
+		_, err := os.Stat(p)
+		check(os.IsNotExist(err), "host filesystem untouched: %s does not exist on the host", p)
+	}
+	if r := a.runner("selftest", "web-a"); r != nil {
+		code, out, err := r.execIn(ctx, r.ctrs[0], []string{"cat", "/etc/podinfo/labels"})
+		check(err == nil && code == 0 && string(out) == `app="web-a"`, "exec in web-a: cat /etc/podinfo/labels = %q (code %d, err %v)", out, code, err)
+	}
+
+	var netnsNames []string
+	for _, p := range pods {
+		netnsNames = append(netnsNames, netnsName(string(p.UID)))
+	}
+	t1 := time.Now()
+	for _, p := range pods {
+		now := metav1.Now()
+		p.DeletionTimestamp = &now
+		a.DeletePod(ctx, p)
+	}
+	err = waitFor("pods gone", func() bool { ps, _ := a.GetPods(ctx); return len(ps) == 0 })
+	check(err == nil, "all pods terminated and cleaned up after %s", time.Since(t1).Round(time.Millisecond))
+	for _, n := range netnsNames {
+		_, err := os.Stat(netnsPath(n))
+		check(os.IsNotExist(err), "netns %s removed", n)
+		_, err = os.Stat(filepath.Join("/etc/netns", n))
+		check(os.IsNotExist(err), "/etc/netns/%s removed", n)
+	}
+	for name, ip := range ips {
+		c := http.Client{Timeout: 500 * time.Millisecond}
+		_, err := c.Get("http://" + ip + ":8080/")
+		check(err != nil, "%s no longer answers at %s", name, ip)
+	}
+	logs, _ := filepath.Glob(filepath.Join(cfg.logDir, "*.log"))
+	check(len(logs) == 5, "container logs written: %d files", len(logs))
+	fmt.Printf("%d passed, %d failed\n", checks-len(failures), len(failures))
+	if len(failures) > 0 {
+		slog.Error("selftest failed", "failures", failures)
+		return errors.New("selftest failed")
+	}
+	return nil
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# `make run`: the local stack, the controller on it, and the demo KIngress.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+hack/stack.sh up
+hack/controller.sh start
+eval "$(hack/stack.sh env)"
+kubectl=${HITLESS_CACHE:-$HOME/.cache/hitless}/bin/kubectl
+"$kubectl" apply -f hack/demo/demo.yaml >/dev/null
+echo "waiting for the demo KIngress to be Ready..."
+"$kubectl" wait -n demo kingress/demo --for=condition=Ready --timeout=180s >/dev/null
+
+cat <<EOT
+
+The demo KIngress is Ready on every Envoy pod. Try it:
+
+  eval "\$(make -s stack-env)"
+  for i in 1 2 3 4 5 6; do curl -s -H 'Host: demo.example.com' http://\$INGRESS_ADDRESS/ | grep -o '"X-Backend":[^]]*]'; done
+
+Watch a rollout (the Ready reason tells the phase: Warming, Switching):
+
+  $kubectl get kingress -n demo demo -w -o custom-columns=GEN:.metadata.generation,READY:.status.conditions[?\(@.type==\"Ready\"\)].status,REASON:.status.conditions[?\(@.type==\"Ready\"\)].reason &
+  $kubectl patch kingress -n demo demo --type=json -p '[{"op":"replace","path":"/spec/rules/0/http/paths/0/splits/0/percent","value":100},{"op":"remove","path":"/spec/rules/0/http/paths/0/splits/1"}]'
+  $kubectl get httpproxy -n demo -L hitless.knative.dev/role
+
+The controller logs to .stack/logs/controller.log; \`make stack-down\` stops everything.
+EOT
