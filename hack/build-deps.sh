@@ -68,7 +68,7 @@ hash_files() { (cd "$1" && shift && find "$@" -type f \( -name '*.go' -o -name g
 apt_deps() {
   local missing=() p
   for p in "${APT_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep 'install ok installed' >/dev/null || missing+=("$p")
   done
   if ((${#missing[@]})); then
     log "apt: installing ${missing[*]}"

@@ -16,7 +16,7 @@ cat <<EOT
 The demo KIngress is Ready on every Envoy pod. Try it:
 
   eval "\$(make -s stack-env)"
-  for i in 1 2 3 4 5 6; do curl -s -H 'Host: demo.example.com' http://\$INGRESS_ADDRESS/ | grep -o '"X-Backend":[^]]*]'; done
+  for i in 1 2 3 4 5 6; do curl -s -H 'Host: demo.example.com' http://\$INGRESS_ADDRESS/ | python3 -c 'import json,sys; print(json.load(sys.stdin)["request"]["headers"]["X-Backend"][0])'; done
 
 Watch a rollout (the Ready reason tells the phase: Warming, Switching):
 

@@ -240,7 +240,7 @@ EOF
   # the bridge, created here so that host processes can bind 10.244.0.1 before
   # any pod exists (the CNI bridge plugin adopts it)
   ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
-  ip addr show dev "$BRIDGE" | grep -q "inet $GW/24" || ip addr add "$GW/24" dev "$BRIDGE"
+  ip addr show dev "$BRIDGE" | grep "inet $GW/24">/dev/null || ip addr add "$GW/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
   # virtual IPs route to the bridge, so an unprogrammed one never takes the default route
   ip route replace "$SVC_CIDR" dev "$BRIDGE" src "$GW"
@@ -500,7 +500,7 @@ nodeagent_up() {
   # The node lifecycle controller, which lifts this taint once a node is Ready,
   # does not run here (it would also evict pods on a missed heartbeat); the
   # admission plugin that sets it is off, this covers a node from before that.
-  if kubectl get node "$NODE" -o jsonpath='{.spec.taints[*].key}' | grep -qw node.kubernetes.io/not-ready; then
+  if kubectl get node "$NODE" -o jsonpath='{.spec.taints[*].key}' | grep -w node.kubernetes.io/not-ready >/dev/null; then
     kubectl taint node "$NODE" node.kubernetes.io/not-ready- >/dev/null
   fi
   log "node $NODE Ready"

@@ -63,11 +63,17 @@ func Decide(desired *resources.Serving, obs Observed) Plan {
 		p.New = resources.ClassBackends{}
 		return p
 	}
-	leaving := held.Difference(desired.Backends)
-	if p.New.Empty() && leaving.Empty() && len(obs.Warm) == 0 {
-		return p
+	// Per class: a fleet where nothing is new, nothing leaves and nothing
+	// is held yet needs no warm proxy (each one costs a write, a Contour
+	// rebuild and probes).
+	for _, class := range desired.Backends.Union(held).Union(warmed).Classes() {
+		if p.New[class].Len() == 0 && held[class].Difference(desired.Backends[class]).Len() == 0 && warmed[class].Len() == 0 {
+			continue
+		}
+		p.Keep.Add(class, warmed[class].UnsortedList()...)
+		p.Keep.Add(class, held[class].UnsortedList()...)
+		p.Keep.Add(class, desired.Backends[class].UnsortedList()...)
 	}
-	p.Keep = warmed.Union(held).Union(desired.Backends)
 	p.Probe = !p.New.Empty() && len(obs.Serving) > 0
 	return p
 }
