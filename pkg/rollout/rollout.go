@@ -19,6 +19,11 @@ import (
 type Observed struct {
 	Serving []*contourv1.HTTPProxy
 	Warm    []*contourv1.HTTPProxy
+	// Exists tells whether a backend's Service and port still exist; nil
+	// means all do. Contour invalidates a whole proxy that names a missing
+	// Service, and has already dropped that Service's cluster, so a warm
+	// proxy must not hold one.
+	Exists func(resources.Backend) bool
 }
 
 // Plan says what the warm proxies must hold and probe before the serving
@@ -49,8 +54,10 @@ func (p Plan) NeedsWarm() bool { return !p.Keep.Empty() }
 //     still held by warm proxies so Contour keeps their clusters until the
 //     switch is confirmed everywhere.
 //   - Otherwise the warm proxies reference warm ∪ held ∪ desired and the new
-//     backends are probed. The set only ever grows until Release: an Envoy
-//     pod that lags may still route to a backend no object names any more.
+//     backends are probed. The set only ever grows until Release (an Envoy
+//     pod that lags may still route to a backend no object names any more),
+//     except for backends whose Service is gone: Contour has dropped their
+//     clusters already, and naming them would invalidate the warm proxy.
 func Decide(desired *resources.Serving, obs Observed) Plan {
 	held := backendsOf(obs.Serving)
 	warmed := backendsOf(obs.Warm)
@@ -70,9 +77,11 @@ func Decide(desired *resources.Serving, obs Observed) Plan {
 		if p.New[class].Len() == 0 && held[class].Difference(desired.Backends[class]).Len() == 0 && warmed[class].Len() == 0 {
 			continue
 		}
-		p.Keep.Add(class, warmed[class].UnsortedList()...)
-		p.Keep.Add(class, held[class].UnsortedList()...)
-		p.Keep.Add(class, desired.Backends[class].UnsortedList()...)
+		for _, b := range warmed[class].Union(held[class]).Union(desired.Backends[class]).UnsortedList() {
+			if obs.Exists == nil || obs.Exists(b) {
+				p.Keep.Add(class, b)
+			}
+		}
 	}
 	p.Probe = !p.New.Empty() && len(obs.Serving) > 0
 	return p

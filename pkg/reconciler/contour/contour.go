@@ -102,6 +102,7 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 		return nil
 	}
 
+	obs.Exists = r.backendExists(ing)
 	plan := rollout.Decide(desired, obs)
 	if plan.NeedsWarm() {
 		warm, err := resources.MakeWarm(ctx, ing, plan.Keep, plan.New)
@@ -214,6 +215,22 @@ func (r *Reconciler) resolver(ing *v1alpha1.Ingress) resources.Resolver {
 			return resources.Backend{}, fmt.Errorf("failed to get Service %s/%s: %w", ns, name, err)
 		}
 		return resources.ResolveFromService(svc, port)
+	}
+}
+
+// backendExists looks a held backend up, tracking its Service so that its
+// deletion re-reconciles the KIngress.
+func (r *Reconciler) backendExists(ing *v1alpha1.Ingress) func(resources.Backend) bool {
+	return func(b resources.Backend) bool {
+		_ = r.tracker.TrackReference(tracker.Reference{APIVersion: "v1", Kind: "Service", Namespace: b.Namespace, Name: b.Name}, ing)
+		svc, err := r.serviceLister.Services(b.Namespace).Get(b.Name)
+		if apierrs.IsNotFound(err) {
+			return false
+		} else if err != nil {
+			return true // unknown: keep holding it
+		}
+		got, err := resources.ResolveFromService(svc, intstr.FromInt32(b.Port))
+		return err == nil && got == b
 	}
 }
 

@@ -110,7 +110,7 @@ func TestReconcile(t *testing.T) {
 		Name: "warm proxies are released once the hold has passed since Ready",
 		Key:  "default/hello",
 		Objects: objs(pods, proxies(greenServing.Proxies), proxies(warmGreen.Proxies), []runtime.Object{
-			ing("green", withStatus(readyAt(now.Add(-time.Minute)))), service("green"),
+			ing("green", withStatus(readyAt(now.Add(-time.Minute)))), service("blue"), service("green"),
 		}),
 		WantDeletes: []clientgotesting.DeleteActionImpl{deleteOf(warmGreen.Proxies[0])},
 		WantEvents:  []string{rtesting.Eventf(corev1.EventTypeNormal, "Released", "Warm proxies deleted")},
