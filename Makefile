@@ -42,6 +42,10 @@ stack-env: ## print KUBECONFIG and INGRESS_ADDRESS of the local stack
 run: ## bring the stack up, run the controller on it and apply the demo
 	hack/run.sh
 
+.PHONY: bench-rollout
+bench-rollout: ## plain vs hitless swaps under load (SWAPS=100 RPS=200), table + docs/rollout.svg
+	hack/bench.sh rollout -swaps $${SWAPS:-100} -rps $${RPS:-200} -svg docs/rollout.svg
+
 .PHONY: fuzz
 fuzz: ## fuzz the builders (FUZZTIME=1m by default)
 	go test ./pkg/resources -run '^$$' -fuzz FuzzMakeServing -fuzztime $${FUZZTIME:-1m}

@@ -21,6 +21,10 @@ start() {
   "$kubectl" get namespace "$ns" >/dev/null 2>&1 || "$kubectl" create namespace "$ns" >/dev/null
   "$kubectl" apply -f "$repo/config/config-contour.yaml" >/dev/null
   "$kubectl" apply -f "$repo/third_party/knative-networking/config-network.yaml" >/dev/null
+  # Metrics as Prometheus on loopback, for the benchmarks to read.
+  "$kubectl" create configmap config-observability -n "$ns" \
+    --from-literal=metrics-protocol=prometheus --from-literal=metrics-endpoint=127.0.0.1:9091 \
+    --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
   if running; then
     # A new binary replaces the old process; rollouts resume from the objects.
     kill "$(cat "$pidfile")"; sleep 1

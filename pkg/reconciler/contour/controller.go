@@ -51,7 +51,8 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		logger.Fatalw("Failed to index HTTPProxies by host", "error", err)
 	}
 
-	targets := &envoyTargets{services: serviceInf.Lister(), endpointSlices: sliceInf.Lister()}
+	m := newMetrics()
+	targets := &envoyTargets{services: serviceInf.Lister(), endpointSlices: sliceInf.Lister(), metrics: m}
 	r := &Reconciler{
 		contourClient: contourclient.Get(ctx),
 		proxyLister:   proxyInf.Lister(),
@@ -59,7 +60,7 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		serviceLister: serviceInf.Lister(),
 		targets:       targets,
 		clock:         time.Now,
-		metrics:       newMetrics(),
+		metrics:       m,
 	}
 
 	var store *config.Store

@@ -33,6 +33,7 @@ type fleetPods struct {
 type envoyTargets struct {
 	services       corev1listers.ServiceLister
 	endpointSlices discoverylisters.EndpointSliceLister
+	metrics        *metrics
 }
 
 var _ status.ProbeTargetLister = (*envoyTargets)(nil)
@@ -134,6 +135,7 @@ func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingre
 			return nil, err
 		}
 		out = append(out, status.ProbeTarget{PodIPs: pods.IPs, PodPort: pods.Port, Port: "80", URLs: byClass[class]})
+		t.metrics.probesScheduled(pods.IPs.Len() * len(byClass[class]))
 	}
 	return out, nil
 }

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs a benchmark on the local stack: brings the stack up if it is not
+# (and down again afterwards), (re)starts the controller, runs the
+# benchmark command with the given flags.
+#   hack/bench.sh rollout [flags]   -> go run ./test/bench/rollout
+#   hack/bench.sh scale [flags]     -> go run ./test/bench/scale
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+which=${1:?usage: hack/bench.sh rollout|scale [flags]}; shift
+
+stack_was_up=false
+if hack/stack.sh status >/dev/null 2>&1; then stack_was_up=true; fi
+cleanup() {
+  if [ "$stack_was_up" = false ] && [ -z "${KEEP_STACK:-}" ]; then
+    hack/controller.sh stop || true
+    hack/stack.sh down || true
+  fi
+}
+trap cleanup EXIT
+hack/stack.sh up >&2
+hack/controller.sh start >&2
+eval "$(hack/stack.sh env)"
+export KUBECONFIG INGRESS_ADDRESS
+go build -o "$repo/.stack/bin/bench-$which" "./test/bench/$which"
+"$repo/.stack/bin/bench-$which" "$@"

@@ -1,0 +1,358 @@
+// Command rollout is the rollout benchmark (`make bench-rollout`): the same
+// steady load through every Envoy pod of the external fleet while backends
+// are swapped back to back to fresh Pods and Services, in two modes —
+// plain (one HTTPProxy flipped between Services directly, the seed's
+// reproduction, no controller) and hitless (a KIngress changed through the
+// controller). It prints a table and, last, one summary line, and draws
+// responses per second by status over time as SVG.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"knative.dev/networking/pkg/apis/networking/v1alpha1"
+
+	"github.com/hitless/hitless/test/harness"
+)
+
+type modeResult struct {
+	name     string
+	swaps    int
+	summary  harness.Summary
+	ready    []time.Duration
+	warm     []time.Duration
+	switched []time.Duration
+	probes   float64
+	panel    harness.PlotPanel
+}
+
+func main() {
+	swaps := flag.Int("swaps", 100, "backend swaps per mode")
+	rps := flag.Int("rps", 200, "requests per second, spread over every Envoy pod")
+	svg := flag.String("svg", "", "write the plot here")
+	metricsURL := flag.String("metrics", "http://127.0.0.1:9091/metrics", "the controller's Prometheus endpoint (probe counts)")
+	flag.Parse()
+
+	ctx := context.Background()
+	c, err := harness.NewClients()
+	if err != nil {
+		fail(err)
+	}
+	pods := c.EnvoyPods(ctx, "contour-external")
+	if len(pods) == 0 {
+		fail(fmt.Errorf("the external fleet has no ready Envoy pod: is the stack up?"))
+	}
+
+	plain := run(ctx, c, "plain", pods, *swaps, *rps, "")
+	hitless := run(ctx, c, "hitless", pods, *swaps, *rps, *metricsURL)
+
+	fmt.Printf("\n%-8s %6s %9s %-22s %11s %-26s %-26s %-26s %s\n", "mode", "swaps", "requests", "non-2xx by code", "conn_errors",
+		"ready p50/p90/p99 ms", "warm p50/p90/p99 ms", "switch p50/p90/p99 ms", "probes/rollout")
+	for _, m := range []modeResult{plain, hitless} {
+		fmt.Printf("%-8s %6d %9d %-22s %11d %-26s %-26s %-26s %s\n", m.name, m.swaps, m.summary.Requests, non2xx(m.summary), m.summary.ConnErrors,
+			pcts(m.ready), pcts(m.warm), pcts(m.switched), probesCell(m))
+	}
+	fmt.Printf("load: %d requests/s target over %d Envoy pods; release hold (hitless) as configured in config-contour\n", *rps, len(pods))
+	for _, m := range []modeResult{plain, hitless} {
+		for i, f := range m.summary.Failures {
+			if i == 5 {
+				break
+			}
+			fmt.Printf("  %s failure: %s\n", m.name, f)
+		}
+	}
+	if *svg != "" {
+		f, err := os.Create(*svg)
+		if err != nil {
+			fail(err)
+		}
+		if err := harness.WriteSVG(f, []harness.PlotPanel{plain.panel, hitless.panel}); err != nil {
+			fail(err)
+		}
+		f.Close()
+	}
+	fmt.Printf("rollout: plain_failed=%d plain_requests=%d hitless_failed=%d hitless_requests=%d ready_p50_ms=%d ready_p99_ms=%d\n",
+		plain.summary.Failed(), plain.summary.Requests, hitless.summary.Failed(), hitless.summary.Requests,
+		pct(hitless.ready, 50).Milliseconds(), pct(hitless.ready, 99).Milliseconds())
+}
+
+// run drives one mode: create the first backend and the route, start the
+// load, then swap to a fresh backend `swaps` times, deleting the previous
+// one as soon as the swap is served everywhere.
+func run(ctx context.Context, c *harness.Clients, mode string, pods []string, swaps, rps int, metricsURL string) modeResult {
+	ns, cleanup, err := c.CreateNamespace(ctx, "bench-"+mode)
+	if err != nil {
+		fail(err)
+	}
+	defer cleanup()
+	host := mode + "." + ns + ".example.com"
+	name := func(i int) string { return fmt.Sprintf("b%d", i) }
+	if err := c.CreateBackend(ctx, ns, name(0)); err != nil {
+		fail(err)
+	}
+	var sw swapper
+	if mode == "plain" {
+		sw = &plainSwapper{c: c, ns: ns, host: host, pods: pods}
+	} else {
+		sw = &hitlessSwapper{c: c, ns: ns, host: host}
+	}
+	if _, _, err := sw.point(ctx, name(0)); err != nil {
+		fail(err)
+	}
+
+	targets := make([]harness.Target, 0, len(pods))
+	for _, ip := range pods {
+		targets = append(targets, harness.Target{Addr: ip + ":8080", Host: host})
+	}
+	load := &harness.Load{Targets: targets, RPS: rps}
+	load.Allow(name(0))
+	start := time.Now()
+	probesBefore := scrape(metricsURL, "hitless_probe_requests_total")
+	lctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); load.Run(lctx) }()
+	time.Sleep(2 * time.Second)
+
+	res := modeResult{name: mode, swaps: swaps}
+	var changes []time.Time
+	for i := 1; i <= swaps; i++ {
+		if err := c.CreateBackend(ctx, ns, name(i)); err != nil {
+			fail(err)
+		}
+		load.Allow(name(i-1), name(i))
+		t0 := time.Now()
+		changes = append(changes, t0)
+		warm, switched, err := sw.point(ctx, name(i))
+		if err != nil {
+			fail(fmt.Errorf("%s swap %d: %w", mode, i, err))
+		}
+		res.ready = append(res.ready, time.Since(t0))
+		if warm > 0 {
+			res.warm = append(res.warm, warm)
+		}
+		if switched > 0 {
+			res.switched = append(res.switched, switched)
+		}
+		load.Allow(name(i))
+		if err := c.DeleteBackend(ctx, ns, name(i-1)); err != nil {
+			fail(err)
+		}
+		fmt.Fprintf(os.Stderr, "%s: swap %d/%d ready in %v\n", mode, i, swaps, res.ready[len(res.ready)-1].Round(time.Millisecond))
+	}
+	time.Sleep(2 * time.Second)
+	stop()
+	wg.Wait()
+	if metricsURL != "" {
+		res.probes = (scrape(metricsURL, "hitless_probe_requests_total") - probesBefore) / float64(swaps)
+	}
+	res.summary = load.Summarize()
+	res.panel = harness.PlotPanel{
+		Title:   fmt.Sprintf("%s: %d swaps to fresh backends at %d req/s, %d failed", mode, swaps, rps, res.summary.Failed()),
+		Start:   start,
+		Seconds: load.PerSecond(start),
+		Changes: changes,
+	}
+	return res
+}
+
+// swapper points the route at a backend and returns once every Envoy pod
+// serves it, with the time spent warming and switching where known.
+type swapper interface {
+	point(ctx context.Context, backend string) (warm, switched time.Duration, err error)
+}
+
+type plainSwapper struct {
+	c     *harness.Clients
+	ns    string
+	host  string
+	pods  []string
+	proxy *contourv1.HTTPProxy
+}
+
+func (p *plainSwapper) point(ctx context.Context, backend string) (time.Duration, time.Duration, error) {
+	spec := contourv1.HTTPProxySpec{
+		IngressClassName: "contour-external",
+		VirtualHost:      &contourv1.VirtualHost{Fqdn: p.host},
+		Routes: []contourv1.Route{{Services: []contourv1.Service{{
+			Name: backend, Port: 80,
+			RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: "X-Backend", Value: backend}}},
+		}}}},
+	}
+	proxies := p.c.Contour.ProjectcontourV1().HTTPProxies(p.ns)
+	var err error
+	if p.proxy == nil {
+		p.proxy, err = proxies.Create(ctx, &contourv1.HTTPProxy{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Spec: spec}, metav1.CreateOptions{})
+	} else {
+		// Contour writes the status, so read the latest before each update.
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := proxies.Get(ctx, "plain", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Spec = spec
+			p.proxy, err = proxies.Update(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	// Done when every Envoy pod routes to the new backend, as a prober
+	// would tell (the plain swap has no warm phase).
+	deadline := time.Now().Add(2 * time.Minute)
+	for _, ip := range p.pods {
+		for !servedBy(ip, p.host, backend) {
+			if time.Now().After(deadline) {
+				return 0, 0, fmt.Errorf("Envoy pod %s never served %s", ip, backend)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return 0, 0, nil
+}
+
+func servedBy(ip, host, backend string) bool {
+	c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, ip+":8080")
+		},
+	}}
+	resp, err := c.Get("http://" + host + "/")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode == 200 && strings.Contains(string(b), `"`+backend+`"`)
+}
+
+type hitlessSwapper struct {
+	c       *harness.Clients
+	ns      string
+	host    string
+	created bool
+}
+
+func (h *hitlessSwapper) point(ctx context.Context, backend string) (time.Duration, time.Duration, error) {
+	rule := harness.Rule{Host: h.host, Visibility: v1alpha1.IngressVisibilityExternalIP, Splits: []harness.Split{{Backend: backend, Percent: 100}}}
+	start := time.Now()
+	if !h.created {
+		if _, err := h.c.Net.NetworkingV1alpha1().Ingresses(h.ns).Create(ctx, harness.KIngress(h.ns, "bench", rule), metav1.CreateOptions{}); err != nil {
+			return 0, 0, err
+		}
+		h.created = true
+	} else if err := h.c.Update(ctx, h.ns, "bench", func(ing *v1alpha1.Ingress) { harness.SetRules(ing, rule) }); err != nil {
+		return 0, 0, err
+	}
+	// Follow the Ready reason to time the phases.
+	var switchAt time.Time
+	deadline := start.Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		ing, err := h.c.Net.NetworkingV1alpha1().Ingresses(h.ns).Get(ctx, "bench", metav1.GetOptions{})
+		if err != nil {
+			return 0, 0, err
+		}
+		if ing.IsReady() {
+			if switchAt.IsZero() {
+				switchAt = start // no Warming seen: one round
+				return 0, time.Since(start), nil
+			}
+			return switchAt.Sub(start), time.Since(switchAt), nil
+		}
+		if c := ing.Status.GetCondition(v1alpha1.IngressConditionReady); c != nil && c.Reason == "Switching" && switchAt.IsZero() &&
+			ing.Status.ObservedGeneration == ing.Generation {
+			switchAt = time.Now()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return 0, 0, fmt.Errorf("KIngress %s/bench not Ready after 2m", h.ns)
+}
+
+// scrape reads one counter from a Prometheus text endpoint (0 if absent).
+func scrape(url, metric string) float64 {
+	if url == "" {
+		return 0
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, metric) {
+			var v float64
+			fields := strings.Fields(line)
+			fmt.Sscan(fields[len(fields)-1], &v)
+			return v
+		}
+	}
+	return 0
+}
+
+func non2xx(s harness.Summary) string {
+	var parts []string
+	for code, n := range s.ByCode {
+		if code < 200 || code > 299 {
+			parts = append(parts, fmt.Sprintf("%d:%d", code, n))
+		}
+	}
+	sort.Strings(parts)
+	if s.Disallowed > 0 {
+		parts = append(parts, fmt.Sprintf("wrong-backend:%d", s.Disallowed))
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, " ")
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return s[i]
+}
+
+func pcts(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d/%d", pct(ds, 50).Milliseconds(), pct(ds, 90).Milliseconds(), pct(ds, 99).Milliseconds())
+}
+
+func probesCell(m modeResult) string {
+	if m.name == "plain" {
+		return "- (none)"
+	}
+	if m.probes == 0 {
+		return "n/a (metrics not reachable)"
+	}
+	return fmt.Sprintf("%.1f", m.probes)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench-rollout:", err)
+	os.Exit(1)
+}
