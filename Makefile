@@ -46,6 +46,10 @@ run: ## bring the stack up, run the controller on it and apply the demo
 bench-rollout: ## plain vs hitless swaps under load (SWAPS=100 RPS=200), table + docs/rollout.svg
 	hack/bench.sh rollout -swaps $${SWAPS:-100} -rps $${RPS:-200} -svg docs/rollout.svg
 
+.PHONY: bench-scale
+bench-scale: ## N KIngresses to Ready, then 100 rollouts at once (KINGRESSES=1000)
+	hack/bench.sh scale -kingresses $${KINGRESSES:-1000}
+
 .PHONY: fuzz
 fuzz: ## fuzz the builders (FUZZTIME=1m by default)
 	go test ./pkg/resources -run '^$$' -fuzz FuzzMakeServing -fuzztime $${FUZZTIME:-1m}

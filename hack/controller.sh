@@ -29,7 +29,10 @@ start() {
     # A new binary replaces the old process; rollouts resume from the objects.
     kill "$(cat "$pidfile")"; sleep 1
   fi
-  SYSTEM_NAMESPACE=$ns KUBECONFIG=$KUBECONFIG METRICS_DOMAIN=knative.dev/hitless \
+  # PROBE_MAX_RETRY_DELAY_SECONDS caps the networking prober's exponential
+  # back-off (default 30s): a route Contour programs a second late must not
+  # cost the rollout 30 more. Set the same in config/500-controller.yaml.
+  SYSTEM_NAMESPACE=$ns KUBECONFIG=$KUBECONFIG PROBE_MAX_RETRY_DELAY_SECONDS=1 \
     nohup "$state/bin/controller" --kubeconfig "$KUBECONFIG" >>"$log" 2>&1 &
   echo $! >"$pidfile"
   for _ in $(seq 1 100); do

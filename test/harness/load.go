@@ -229,3 +229,27 @@ func (l *Load) PerSecond(start time.Time) []map[string]int {
 	}
 	return out
 }
+
+// Scrape reads one counter from a Prometheus text endpoint (0 when absent).
+func Scrape(url, metric string) float64 {
+	if url == "" {
+		return 0
+	}
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	total := 0.0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, metric+" ") || strings.HasPrefix(line, metric+"{") {
+			var v float64
+			fields := strings.Fields(line)
+			if _, err := fmt.Sscan(fields[len(fields)-1], &v); err == nil {
+				total += v
+			}
+		}
+	}
+	return total
+}

@@ -14,7 +14,6 @@ import (
 	ingressinformer "knative.dev/networking/pkg/client/injection/informers/networking/v1alpha1/ingress"
 	ingressreconciler "knative.dev/networking/pkg/client/injection/reconciler/networking/v1alpha1/ingress"
 	netcfg "knative.dev/networking/pkg/config"
-	"knative.dev/networking/pkg/status"
 	serviceinformer "knative.dev/pkg/client/injection/kube/informers/core/v1/service"
 	endpointsliceinformer "knative.dev/pkg/client/injection/kube/informers/discovery/v1/endpointslice"
 	"knative.dev/pkg/configmap"
@@ -27,6 +26,10 @@ import (
 	"github.com/hitless/hitless/pkg/config"
 	"github.com/hitless/hitless/pkg/resources"
 )
+
+// proberShards multiplies the networking prober's fixed budget (50
+// probes/s, 15 in flight) by running that many probers side by side.
+const proberShards = 4
 
 // DefaultIngressClass is the KIngress class hitless serves unless told otherwise.
 const DefaultIngressClass = "contour.ingress.networking.knative.dev"
@@ -77,7 +80,7 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 
 	// The prober calls back when a hash is confirmed on every pod; both the
 	// KIngress and its warm set map back to the KIngress key.
-	prober := status.NewProber(logger.Named("status-manager"), targets, func(ing *v1alpha1.Ingress) {
+	prober := newShardedProber(proberShards, logger.Named("status-manager"), targets, func(ing *v1alpha1.Ingress) {
 		name, _ := resources.IsWarmKey(ing.Name)
 		impl.EnqueueKey(types.NamespacedName{Namespace: ing.Namespace, Name: name})
 	})
@@ -90,8 +93,8 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	})
 	ingInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj interface{}) {
-			prober.CancelIngressProbing(obj)
 			if ing, ok := obj.(*v1alpha1.Ingress); ok {
+				prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name})
 				key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
 				prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name + resources.WarmSuffix})
 				r.metrics.forget(key)
@@ -133,7 +136,7 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 				if !classFilter(class)(ing) || ing.IsReady() {
 					continue
 				}
-				prober.CancelIngressProbing(ing)
+				prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name})
 				prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name + resources.WarmSuffix})
 				impl.Enqueue(ing)
 			}

@@ -120,7 +120,7 @@ func run(ctx context.Context, c *harness.Clients, mode string, pods []string, sw
 	load := &harness.Load{Targets: targets, RPS: rps}
 	load.Allow(name(0))
 	start := time.Now()
-	probesBefore := scrape(metricsURL, "hitless_probe_requests_total")
+	probesBefore := harness.Scrape(metricsURL, "hitless_probe_requests_total")
 	lctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -157,7 +157,7 @@ func run(ctx context.Context, c *harness.Clients, mode string, pods []string, sw
 	stop()
 	wg.Wait()
 	if metricsURL != "" {
-		res.probes = (scrape(metricsURL, "hitless_probe_requests_total") - probesBefore) / float64(swaps)
+		res.probes = (harness.Scrape(metricsURL, "hitless_probe_requests_total") - probesBefore) / float64(swaps)
 	}
 	res.summary = load.Summarize()
 	res.panel = harness.PlotPanel{
@@ -281,28 +281,6 @@ func (h *hitlessSwapper) point(ctx context.Context, backend string) (time.Durati
 		time.Sleep(10 * time.Millisecond)
 	}
 	return 0, 0, fmt.Errorf("KIngress %s/bench not Ready after 2m", h.ns)
-}
-
-// scrape reads one counter from a Prometheus text endpoint (0 if absent).
-func scrape(url, metric string) float64 {
-	if url == "" {
-		return 0
-	}
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, metric) {
-			var v float64
-			fields := strings.Fields(line)
-			fmt.Sscan(fields[len(fields)-1], &v)
-			return v
-		}
-	}
-	return 0
 }
 
 func non2xx(s harness.Summary) string {

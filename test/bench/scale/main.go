@@ -1,0 +1,281 @@
+// Command scale is the scale benchmark (`make bench-scale`): it creates N
+// KIngresses shaped like Knative Services (one external host, one
+// cluster-local host that expands to three, one backend each), waits until
+// all are Ready, then rolls 100 of them at once to fresh backends. It
+// reports the times, the HTTPProxies written and probes sent (from the
+// controller's metrics), the controller's peak RSS and CPU seconds, and
+// Contour's and Envoy's memory; the last line is the summary.
+//
+// Backends are Services: N+100 of them select the same two Pods, so each
+// KIngress has a backend of its own (a Contour cluster of its own) without
+// running thousands of processes.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"knative.dev/networking/pkg/apis/networking/v1alpha1"
+
+	"github.com/hitless/hitless/test/harness"
+)
+
+func main() {
+	n := flag.Int("kingresses", 1000, "KIngresses to create")
+	roll := flag.Int("rollouts", 100, "KIngresses rolled at once to fresh backends")
+	workers := flag.Int("workers", 32, "parallel API writers")
+	stackDir := flag.String("stack", ".stack", "the local stack's state dir (pid files)")
+	metricsURL := flag.String("metrics", "http://127.0.0.1:9091/metrics", "the controller's Prometheus endpoint")
+	flag.Parse()
+	ctx := context.Background()
+	c, err := harness.NewClients()
+	if err != nil {
+		fail(err)
+	}
+	ns, cleanup, err := c.CreateNamespace(ctx, "scale")
+	if err != nil {
+		fail(err)
+	}
+	defer cleanup()
+
+	// Two pods behind every backend Service.
+	for _, p := range []string{"pool-a", "pool-b"} {
+		if err := c.CreateBackend(ctx, ns, p); err != nil {
+			fail(err)
+		}
+		if _, err := c.Kube.CoreV1().Pods(ns).Patch(ctx, p, "application/merge-patch+json",
+			[]byte(`{"metadata":{"labels":{"pool":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+			fail(err)
+		}
+	}
+	parallel(*n+*roll, *workers, func(i int) error {
+		_, err := c.Kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svcName(i)},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"pool": "yes"},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8080)}}},
+		}, metav1.CreateOptions{})
+		return err
+	})
+	fmt.Fprintf(os.Stderr, "created %d backend Services\n", *n+*roll)
+
+	pid := readPid(filepath.Join(*stackDir, "controller.pid"))
+	cpu0 := cpuSeconds(pid)
+	writes0 := harness.Scrape(*metricsURL, "hitless_httpproxy_writes_total")
+	probes0 := harness.Scrape(*metricsURL, "hitless_probe_requests_total")
+	peak := newPeak(pid)
+
+	rules := func(i, backend int) []harness.Rule {
+		split := []harness.Split{{Backend: svcName(backend), Percent: 100}}
+		return []harness.Rule{
+			{Host: fmt.Sprintf("ks%d.%s.example.com", i, ns), Visibility: v1alpha1.IngressVisibilityExternalIP, Splits: split},
+			{Host: fmt.Sprintf("ks%d.%s.svc.cluster.local", i, ns), Visibility: v1alpha1.IngressVisibilityClusterLocal, Splits: split},
+		}
+	}
+	start := time.Now()
+	parallel(*n, *workers, func(i int) error {
+		_, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, harness.KIngress(ns, kName(i), rules(i, i)...), metav1.CreateOptions{})
+		return err
+	})
+	created := time.Since(start)
+	allReady := waitAll(ctx, c, ns, *n, nil)
+	fmt.Fprintf(os.Stderr, "%d KIngresses created in %v, all Ready %v after the first create\n", *n, created.Round(time.Millisecond), allReady.Round(time.Millisecond))
+
+	rollStart := time.Now()
+	rolled := map[string]int64{}
+	var mu sync.Mutex
+	parallel(*roll, *workers, func(i int) error {
+		return c.Update(ctx, ns, kName(i), func(ing *v1alpha1.Ingress) {
+			harness.SetRules(ing, rules(i, *n+i)...)
+			mu.Lock()
+			rolled[kName(i)] = ing.Generation + 1
+			mu.Unlock()
+		})
+	})
+	rollDur := waitAll(ctx, c, ns, *n, rolled)
+	_ = rollStart
+	fmt.Fprintf(os.Stderr, "%d rollouts Ready %v after the first update\n", *roll, rollDur.Round(time.Millisecond))
+
+	peakRSS := peak.stop()
+	cpu := cpuSeconds(pid) - cpu0
+	writes := harness.Scrape(*metricsURL, "hitless_httpproxy_writes_total") - writes0
+	probes := harness.Scrape(*metricsURL, "hitless_probe_requests_total") - probes0
+	proxies, _ := c.Contour.ProjectcontourV1().HTTPProxies(ns).List(ctx, metav1.ListOptions{})
+
+	contourMB := rssMB(readPid(filepath.Join(*stackDir, "pids/contour-external.pid"))) + rssMB(readPid(filepath.Join(*stackDir, "pids/contour-internal.pid")))
+	envoyMB, envoys := 0.0, 0
+	for _, p := range pgrep("envoy") {
+		envoyMB += rssMB(p)
+		envoys++
+	}
+	fmt.Printf("\n%-42s %s\n", "measure", "value")
+	row := func(k string, v interface{}) { fmt.Printf("%-42s %v\n", k, v) }
+	row("KIngresses (1 external + 3 cluster-local hosts)", *n)
+	row("all Ready after first create (s)", fmt.Sprintf("%.1f", allReady.Seconds()))
+	row(fmt.Sprintf("%d simultaneous rollouts Ready (s)", *roll), fmt.Sprintf("%.1f", rollDur.Seconds()))
+	row("HTTPProxies now / written (creates+updates)", fmt.Sprintf("%d / %.0f", len(proxies.Items), writes))
+	row("probe requests scheduled", fmt.Sprintf("%.0f", probes))
+	row("controller peak RSS (MiB)", fmt.Sprintf("%.0f", peakRSS))
+	row("controller CPU (s)", fmt.Sprintf("%.1f", cpu))
+	row("Contour RSS, both fleets (MiB)", fmt.Sprintf("%.0f", contourMB))
+	row(fmt.Sprintf("Envoy RSS, %d pods (MiB)", envoys), fmt.Sprintf("%.0f", envoyMB))
+	fmt.Printf("scale: kingresses=%d all_ready_s=%.1f rollout100_s=%.1f controller_rss_mb=%.0f probes=%.0f\n",
+		*n, allReady.Seconds(), rollDur.Seconds(), peakRSS, probes)
+}
+
+func kName(i int) string   { return fmt.Sprintf("ks%d", i) }
+func svcName(i int) string { return fmt.Sprintf("svc%d", i) }
+
+// waitAll polls until every KIngress is Ready (at the generation in want,
+// for those listed) and returns the time since it was called... measured
+// from the caller's start by the caller adding its own offset.
+func waitAll(ctx context.Context, c *harness.Clients, ns string, n int, want map[string]int64) time.Duration {
+	start := time.Now()
+	for {
+		list, err := c.Net.NetworkingV1alpha1().Ingresses(ns).List(ctx, metav1.ListOptions{})
+		if err == nil {
+			ready := 0
+			for i := range list.Items {
+				ing := &list.Items[i]
+				if g, ok := want[ing.Name]; ok && ing.Generation < g {
+					continue
+				}
+				if ing.IsReady() {
+					ready++
+				}
+			}
+			if ready == n {
+				return time.Since(start)
+			}
+			if time.Since(start) > 15*time.Minute {
+				fail(fmt.Errorf("only %d of %d KIngresses Ready after 15m", ready, n))
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func parallel(n, workers int, f func(i int) error) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	var once sync.Once
+	var firstErr error
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := f(i); err != nil {
+					once.Do(func() { firstErr = err })
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		fail(firstErr)
+	}
+}
+
+func readPid(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	p, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return p
+}
+
+func rssMB(pid int) float64 { return statusKB(pid, "VmRSS:") / 1024 }
+
+func statusKB(pid int, key string) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, key) {
+			f := strings.Fields(l)
+			v, _ := strconv.ParseFloat(f[1], 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
+	u, _ := strconv.ParseFloat(f[11], 64)
+	k, _ := strconv.ParseFloat(f[12], 64)
+	return (u + k) / 100 // USER_HZ
+}
+
+func pgrep(name string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(b)) == name {
+			out = append(out, pid)
+		}
+	}
+	sort.Ints(out)
+	return out
+}
+
+// peak samples a process's RSS; VmHWM would include the start-up, this
+// tracks the benchmark's window only.
+type peak struct {
+	stopCh chan struct{}
+	done   chan float64
+}
+
+func newPeak(pid int) *peak {
+	p := &peak{stopCh: make(chan struct{}), done: make(chan float64)}
+	go func() {
+		max := 0.0
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := rssMB(pid); v > max {
+				max = v
+			}
+			select {
+			case <-p.stopCh:
+				p.done <- max
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return p
+}
+
+func (p *peak) stop() float64 { close(p.stopCh); return <-p.done }
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "bench-scale:", err)
+	os.Exit(1)
+}
