@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -50,6 +51,13 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	serviceInf := serviceinformer.Get(ctx)
 	sliceInf := endpointsliceinformer.Get(ctx)
 
+	// managedFields are a large share of every cached object and nothing
+	// here reads them: drop them before they reach the caches.
+	for _, inf := range []cache.SharedIndexInformer{ingInformer.Informer(), proxyInf.Informer(), serviceInf.Informer(), sliceInf.Informer()} {
+		if err := inf.SetTransform(stripManagedFields); err != nil {
+			logger.Fatalw("Failed to set an informer transform", "error", err)
+		}
+	}
 	if err := proxyInf.Informer().AddIndexers(cache.Indexers{fqdnIndex: indexFqdn}); err != nil {
 		logger.Fatalw("Failed to index HTTPProxies by host", "error", err)
 	}
@@ -148,4 +156,13 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 
 func classFilter(class string) func(interface{}) bool {
 	return pkgreconciler.AnnotationFilterFunc(networking.IngressClassAnnotationKey, class, false)
+}
+
+// stripManagedFields drops metadata.managedFields from objects entering a
+// cache (tombstones pass through unchanged).
+func stripManagedFields(obj interface{}) (interface{}, error) {
+	if acc, err := meta.Accessor(obj); err == nil {
+		acc.SetManagedFields(nil)
+	}
+	return obj, nil
 }

@@ -43,11 +43,14 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	// A previous run's namespace still being deleted (thousands of proxies
+	// going) would load Contour and the API server during this one.
+	waitGone(ctx, c, "scale-")
 	ns, cleanup, err := c.CreateNamespace(ctx, "scale")
 	if err != nil {
 		fail(err)
 	}
-	defer cleanup()
+	defer func() { cleanup(); waitGone(ctx, c, ns) }()
 
 	// Two pods behind every backend Service.
 	for _, p := range []string{"pool-a", "pool-b"} {
@@ -131,6 +134,23 @@ func main() {
 	row(fmt.Sprintf("Envoy RSS, %d pods (MiB)", envoys), fmt.Sprintf("%.0f", envoyMB))
 	fmt.Printf("scale: kingresses=%d all_ready_s=%.1f rollout100_s=%.1f controller_rss_mb=%.0f probes=%.0f\n",
 		*n, allReady.Seconds(), rollDur.Seconds(), peakRSS, probes)
+}
+
+// waitGone waits until no namespace with the prefix exists.
+func waitGone(ctx context.Context, c *harness.Clients, prefix string) {
+	for start := time.Now(); time.Since(start) < 10*time.Minute; time.Sleep(time.Second) {
+		list, err := c.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		left := false
+		for _, n := range list.Items {
+			left = left || strings.HasPrefix(n.Name, prefix)
+		}
+		if !left {
+			return
+		}
+	}
 }
 
 func kName(i int) string   { return fmt.Sprintf("ks%d", i) }
