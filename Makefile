@@ -18,6 +18,14 @@ test-unit: ## fast layers: build, vet, gofmt, generated code, unit and reconcile
 test: test-unit ## every test: the fast layers first, then the ones on the local stack
 	hack/test-stack.sh
 
+.PHONY: conformance
+conformance: ## Knative's ingress conformance suite on the local stack (ITERATIONS=4: four copies at once, soak)
+	hack/conformance.sh --iterations $${ITERATIONS:-1}
+
+.PHONY: test-faults
+test-faults: ## the fault tests on the local stack (also part of make test)
+	E2E_RUN=TestFault hack/test-stack.sh
+
 .PHONY: codegen
 codegen: ## regenerate pkg/client
 	hack/update-codegen.sh

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The layers of `make test` that need the local stack: brings it up (or
 # reuses a running one), runs the controller on it, runs the integration
-# tests, and stops everything it started, whatever the outcome.
+# tests and Knative's ingress conformance suite, and stops everything it
+# started, whatever the outcome.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -20,4 +21,7 @@ hack/controller.sh start
 eval "$(hack/stack.sh env)"
 export KUBECONFIG INGRESS_ADDRESS
 echo "--- integration tests on the local stack"
-go test -count=1 -tags=e2e -timeout 15m -v ./test/e2e/...
+# E2E_RUN selects tests (make test-faults sets it); by default all run.
+go test -count=1 -tags=e2e -timeout 40m -v -run "${E2E_RUN:-.}" ./test/e2e/...
+echo "--- Knative's ingress conformance suite"
+REUSE_CONTROLLER=1 KEEP_STACK=1 hack/conformance.sh
