@@ -143,12 +143,15 @@ type BackendError struct {
 func (e *BackendError) Error() string { return e.Message }
 
 // ResolveFromService resolves a port reference against a Service.
+//
+// A Service of type ExternalName resolves like any other: whether Envoy may
+// route to it is Contour's decision (its enableExternalNameService setting,
+// off by default), and Contour's verdict on the proxy is read back. Knative
+// names such a Service with rewriteHost to reach another KIngress through its
+// load balancer (DomainMapping does); the probes then reach the Knative
+// backend behind it, which echoes the hash like any other.
 func ResolveFromService(svc *corev1.Service, port intstr.IntOrString) (Backend, error) {
 	ref := svc.Namespace + "/" + svc.Name
-	if svc.Spec.Type == corev1.ServiceTypeExternalName {
-		return Backend{}, &BackendError{Reason: "ExternalNameService", Message: fmt.Sprintf(
-			"Service %s is of type ExternalName: hitless only routes to Services whose endpoints Envoy can be probed through; point the KIngress at a Service with a selector", ref)}
-	}
 	for _, p := range svc.Spec.Ports {
 		if (port.Type == intstr.Int && p.Port == port.IntVal) || (port.Type == intstr.String && p.Name == port.StrVal) {
 			b := Backend{Namespace: svc.Namespace, Name: svc.Name, Port: p.Port}

@@ -320,6 +320,42 @@ func TestMakeServing(t *testing.T) {
 			}}
 		},
 		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
+	}, {
+		name: "an ExternalName Service is a backend like any other (Contour decides whether it may be used), its port name picks h2c",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.Rules[0].HTTP.Paths[0].RewriteHost = "private.ns.svc.cluster.local"
+		}),
+		svcs: []*corev1.Service{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blue"},
+			Spec: corev1.ServiceSpec{
+				Type:         corev1.ServiceTypeExternalName,
+				ExternalName: "envoy.contour-internal.svc.cluster.local",
+				Ports:        []corev1.ServicePort{{Name: "http2", Port: 80}},
+			},
+		}},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			m := meta(ing, "contour-external", "hello.example.com")
+			m.Annotations[AnnotationHash] = hash
+			h2c := contourv1.Service{Name: "blue", Port: 80, Weight: 100, Protocol: ptr.To("h2c")}
+			host := contourv1.HeaderValue{Name: "Host", Value: "private.ns.svc.cluster.local"}
+			probe := probeRoute("/", hash, h2c)
+			probe.RequestHeadersPolicy.Set = append(probe.RequestHeadersPolicy.Set, host)
+			return []*contourv1.HTTPProxy{{
+				ObjectMeta: m,
+				Spec: contourv1.HTTPProxySpec{
+					IngressClassName: "contour-external",
+					VirtualHost:      &contourv1.VirtualHost{Fqdn: "hello.example.com"},
+					Routes: []contourv1.Route{{
+						Conditions:           []contourv1.MatchCondition{{Prefix: "/"}},
+						Services:             []contourv1.Service{h2c},
+						EnableWebsockets:     true,
+						TimeoutPolicy:        infinite,
+						RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{host}},
+					}, probe},
+				},
+			}}
+		},
+		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80, Protocol: "h2c"})},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -355,12 +391,6 @@ func TestMakeServingBadInput(t *testing.T) {
 		name:   "a missing Service is bad input naming the Service",
 		ing:    kingress(),
 		reason: "ServiceNotFound",
-	}, {
-		name: "an ExternalName Service is refused",
-		ing:  kingress(),
-		svcs: []*corev1.Service{{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blue"},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "example.com"}}},
-		reason: "ExternalNameService",
 	}, {
 		name:   "a split to a port the Service lacks is refused",
 		ing:    kingress(),

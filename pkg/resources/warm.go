@@ -50,6 +50,7 @@ func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probe ClassBa
 			Annotations: map[string]string{},
 		},
 	}
+	rewrites := rewriteHosts(ing)
 	var probes []string
 	for _, class := range keep.Classes() {
 		fleet, ok := cfg.FleetByClass(class)
@@ -67,7 +68,8 @@ func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probe ClassBa
 		for _, b := range SortedBackends(keep[class]) {
 			path := names.BackendPath(b.Key())
 			rule.HTTP.Paths = append(rule.HTTP.Paths, netv1alpha1.HTTPIngressPath{
-				Path: path,
+				Path:        path,
+				RewriteHost: rewrites[b.Namespace+"/"+b.Name],
 				Splits: []netv1alpha1.IngressBackendSplit{{
 					IngressBackend: netv1alpha1.IngressBackend{
 						ServiceNamespace: b.Namespace,
@@ -118,12 +120,43 @@ func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probe ClassBa
 				},
 				Services:             []contourv1.Service{svc},
 				PermitInsecure:       true,
-				RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: header.HashKey, Value: hash}}},
+				RequestHeadersPolicy: headersPolicy(map[string]string{header.HashKey: hash}, rewrites[b.Namespace+"/"+b.Name]),
 			})
 		}
 		w.Proxies = append(w.Proxies, p)
 	}
 	return w, nil
+}
+
+// rewriteHosts maps each Service (namespace/name) the KIngress sends to with
+// a rewriteHost to that host (the first such path's, in spec order). A warm
+// route sends what the serving route will: when the backend is another
+// ingress (an ExternalName Service naming a Knative load balancer, as
+// DomainMapping does), only the rewritten Host reaches the Knative backend
+// that answers the probe. The Host decides no Envoy cluster, so the warmed
+// cluster stays the served one.
+func rewriteHosts(ing *netv1alpha1.Ingress) map[string]string {
+	out := map[string]string{}
+	for _, r := range ing.Spec.Rules {
+		if r.HTTP == nil {
+			continue
+		}
+		for _, p := range r.HTTP.Paths {
+			if p.RewriteHost == "" {
+				continue
+			}
+			for _, s := range p.Splits {
+				ns := s.ServiceNamespace
+				if ns == "" {
+					ns = ing.Namespace
+				}
+				if _, ok := out[ns+"/"+s.ServiceName]; !ok {
+					out[ns+"/"+s.ServiceName] = p.RewriteHost
+				}
+			}
+		}
+	}
+	return out
 }
 
 // WarmProbeTargets filters the probe targets of a warm KIngress down to the

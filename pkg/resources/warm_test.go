@@ -8,6 +8,7 @@ import (
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"knative.dev/networking/pkg/http/header"
 	"knative.dev/pkg/kmeta"
 
@@ -80,6 +81,43 @@ func TestMakeWarm(t *testing.T) {
 	wantTargets := []ProbeTarget{{Class: "contour-external", Host: names.WarmHost(ns, ing.Name, "contour-external"), Path: names.BackendPath(green.Key())}}
 	if diff := cmp.Diff(wantTargets, targets); diff != "" {
 		t.Errorf("WarmProbeTargets (-want, +got):\n%s", diff)
+	}
+}
+
+func TestMakeWarmSendsTheHostTheServingRouteRewritesTo(t *testing.T) {
+	// The shape of a DomainMapping: the backend is an ExternalName Service
+	// naming another ingress, reached only with the rewritten Host.
+	ing := kingress(func(ing *netv1alpha1.Ingress) {
+		ing.Spec.Rules[0].HTTP.Paths[0].RewriteHost = "private.ns.svc.cluster.local"
+	})
+	mapped := Backend{Namespace: ns, Name: "blue", Port: 80, Protocol: "h2c"}
+	held := Backend{Namespace: ns, Name: "old", Port: 80}
+	keep := ClassBackends{"contour-external": setOf(mapped, held)}
+
+	got, err := MakeWarm(context.Background(), ing, keep, ClassBackends{"contour-external": setOf(mapped)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := contourv1.HeaderValue{Name: header.HashKey, Value: got.Hash}
+	want := []*contourv1.HeadersPolicy{
+		{Set: []contourv1.HeaderValue{hash, {Name: "Host", Value: "private.ns.svc.cluster.local"}}},
+		{Set: []contourv1.HeaderValue{hash}},
+	}
+	var policies []*contourv1.HeadersPolicy
+	for _, r := range got.Proxies[0].Spec.Routes {
+		policies = append(policies, r.RequestHeadersPolicy)
+	}
+	if diff := cmp.Diff(want, policies); diff != "" {
+		t.Errorf("warm route header policies (-want, +got):\n%s", diff)
+	}
+
+	// The rewrite is part of what the warm hash covers.
+	plain, err := MakeWarm(context.Background(), kingress(), keep, ClassBackends{"contour-external": setOf(mapped)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Hash == got.Hash {
+		t.Error("a rewriteHost on the warm route kept the warm hash")
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	ingressreconciler "knative.dev/networking/pkg/client/injection/reconciler/networking/v1alpha1/ingress"
+	netlisters "knative.dev/networking/pkg/client/listers/networking/v1alpha1"
 	"knative.dev/networking/pkg/status"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/logging"
@@ -62,6 +63,7 @@ type Reconciler struct {
 	contourClient contourclientset.Interface
 	proxyLister   contourlisters.HTTPProxyLister
 	proxyIndexer  cache.Indexer
+	ingressLister netlisters.IngressLister
 	serviceLister corev1listers.ServiceLister
 	tracker       tracker.Interface
 	prober        Prober
@@ -81,8 +83,11 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 
 	// Captured before this reconcile changes status: a KIngress already
 	// Ready at this generation needs no probe unless we write something.
-	wasReady := ing.Status.ObservedGeneration == ing.Generation &&
-		ing.Status.GetCondition(v1alpha1.IngressConditionLoadBalancerReady).IsTrue()
+	// Ready, not LoadBalancerReady: a reconcile that failed before marking
+	// anything (a conflict, say) still has its observedGeneration bumped,
+	// leaving the previous generation's LoadBalancerReady=True behind; the
+	// top-level Ready is then Unknown (NewObservedGenFailure).
+	wasReady := ing.IsReady()
 	var readySince time.Time
 	if wasReady {
 		readySince = ing.Status.GetCondition(v1alpha1.IngressConditionLoadBalancerReady).LastTransitionTime.Inner.Time
@@ -366,6 +371,13 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 			pods.IPs.Len(), class, describe(backendStrings(resources.ClassBackends{class: awaited[class]}))))
 	}
 	ready, err := r.prober.IsReady(ctx, probeIng)
+	if r.deleted(ing) {
+		// Deleted while this reconcile worked on the cached copy: the
+		// delete handler may already have cancelled its probing, and
+		// IsReady just started it again, for good.
+		r.cancelProbing(ing)
+		return false, nil
+	}
 	if err != nil {
 		if errors.Is(err, errNoEnvoyPods) {
 			markWaiting(ing, ReasonNoEnvoyPods, err.Error())
@@ -379,6 +391,21 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 		return false, nil
 	}
 	return true, nil
+}
+
+// deleted tells whether the KIngress has left the informer cache (or was
+// replaced by another of the same name). The cache drops an object before
+// the delete handler runs, so a probe started before this check is
+// cancelled by one or the other.
+func (r *Reconciler) deleted(ing *v1alpha1.Ingress) bool {
+	got, err := r.ingressLister.Ingresses(ing.Namespace).Get(ing.Name)
+	return apierrs.IsNotFound(err) || (err == nil && got.UID != ing.UID)
+}
+
+// cancelProbing drops the prober's state for a KIngress and its warm set.
+func (r *Reconciler) cancelProbing(ing *v1alpha1.Ingress) {
+	r.prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name})
+	r.prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name + resources.WarmSuffix})
 }
 
 func backendStrings(c resources.ClassBackends) []string {

@@ -4,13 +4,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgotesting "k8s.io/client-go/testing"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	rtesting "knative.dev/pkg/reconciler/testing"
+
+	"github.com/hitless/hitless/pkg/resources"
 )
 
 func TestReconcile(t *testing.T) {
@@ -21,6 +25,32 @@ func TestReconcile(t *testing.T) {
 	blueServing := serving(t, blue)
 	greenServing := serving(t, green)
 	warmGreen := warm(t, green, backends("blue", "green"), backends("green"))
+
+	// The shape of a DomainMapping: an ExternalName Service naming the
+	// internal load balancer, reached with the rewritten Host.
+	mappedSvc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: "mapped"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "envoy.contour-internal.svc.cluster.local",
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}
+	mapped := func(opts ...ingOpt) *v1alpha1.Ingress {
+		return ing("mapped", append([]ingOpt{func(i *v1alpha1.Ingress) {
+			i.Spec.Rules[0].HTTP.Paths[0].RewriteHost = "private.default.svc.cluster.local"
+		}}, opts...)...)
+	}
+	warmMapped := warm(t, mapped(), backends("blue", "mapped"), backends("mapped"))
+	const externalNameRefused = "Spec.Routes unresolved service reference: default/mapped is an ExternalName service, " +
+		"these are not currently enabled. See the config.enableExternalNameService config file setting"
+	refusedWarm := warmMapped.Proxies[0].DeepCopy()
+	refusedWarm.Generation = 1
+	refusedWarm.Status = contourv1.HTTPProxyStatus{
+		CurrentStatus: "invalid",
+		Description:   "At least one error present, see Errors for details",
+		Conditions: []contourv1.DetailedCondition{{
+			Condition: contourv1.Condition{Type: contourv1.ValidConditionType, ObservedGeneration: 1},
+			Errors:    []contourv1.SubCondition{{Message: externalNameRefused}},
+		}},
+	}
 
 	userProxy := &contourv1.HTTPProxy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "mine"},
@@ -125,6 +155,57 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withHosts("a.example.com"), withStatus(
 			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
+		Name: "a fresh ExternalName backend behind rewriteHost is warmed like any other, its warm route sending the rewritten Host",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(blueServing.Proxies), []runtime.Object{
+			mapped(withStatus(ready), func(i *v1alpha1.Ingress) { i.Status.ObservedGeneration = 1 }),
+			service("blue"), mappedSvc,
+		}),
+		WantCreates: proxies(warmMapped.Proxies),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(mapped(withStatus(ready,
+			waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/mapped:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/mapped:80")},
+	}, {
+		Name: "Contour refusing ExternalName Services fails the KIngress with its reason before the switch: the old backend keeps serving",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(blueServing.Proxies), []runtime.Object{
+			refusedWarm, mapped(withStatus(waiting(ReasonWarming, "w"))), service("blue"), mappedSvc,
+		}),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(mapped(withStatus(waiting(ReasonWarming, "w"), func(i *v1alpha1.Ingress) {
+			markProxyInvalid(i, refusedWarm.Name, "At least one error present, see Errors for details; "+externalNameRefused)
+		})))},
+	}, {
+		// The generated reconciler bumps observedGeneration even when
+		// ReconcileKind failed (a conflict) before marking anything; the
+		// proxies were then written by a later attempt.
+		Name: "a new generation is probed even though the previous one's LoadBalancerReady=True was carried over by a failed reconcile",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(blueServing.Proxies), []runtime.Object{
+			ing("blue", withStatus(ready, newGenerationFailed)), service("blue"),
+		}),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(ready, newGenerationFailed,
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
+	}, {
+		Name: "a KIngress deleted while its reconcile starts a probe leaves no probing behind",
+		Key:  "default/hello",
+		Objects: objs(pods, []runtime.Object{
+			ing("blue"), service("blue"),
+		}),
+		OtherTestData: map[string]interface{}{goneKey: true},
+		WantCreates:   proxies(blueServing.Proxies),
+		WantEvents:    []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(func(i *v1alpha1.Ingress) {
+			i.GetConditionSet().Manage(&i.Status).MarkUnknown(v1alpha1.IngressConditionReady, "NewObservedGenFailure", "unsuccessfully observed a new generation")
+		})))},
+		PostConditions: []func(*testing.T, *rtesting.TableRow){func(t *testing.T, row *rtesting.TableRow) {
+			// The switch drops the warm key first, then both go.
+			want := []types.NamespacedName{{Namespace: testNS, Name: testName + resources.WarmSuffix},
+				{Namespace: testNS, Name: testName}, {Namespace: testNS, Name: testName + resources.WarmSuffix}}
+			if diff := cmp.Diff(want, row.OtherTestData[proberKey].(*fakeProber).cancelled); diff != "" {
+				t.Errorf("cancelled probing (-want, +got):\n%s", diff)
+			}
+		}},
 	}, {
 		Name:    "a missing backend Service is bad input: a condition names it and nothing is written",
 		Key:     "default/hello",

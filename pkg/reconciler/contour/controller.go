@@ -68,6 +68,7 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		contourClient: contourclient.Get(ctx),
 		proxyLister:   proxyInf.Lister(),
 		proxyIndexer:  proxyInf.Informer().GetIndexer(),
+		ingressLister: ingInformer.Lister(),
 		serviceLister: serviceInf.Lister(),
 		targets:       targets,
 		clock:         time.Now,
@@ -101,11 +102,12 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	})
 	ingInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj interface{}) {
+			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
 			if ing, ok := obj.(*v1alpha1.Ingress); ok {
-				prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name})
-				key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
-				prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name + resources.WarmSuffix})
-				r.metrics.forget(key)
+				r.cancelProbing(ing)
+				r.metrics.forget(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name})
 			}
 		},
 	})

@@ -55,9 +55,13 @@ var (
 	}
 )
 
-// fakeProber confirms the hashes it was told are served everywhere; the
-// real prober is exercised on the local stack.
-type fakeProber struct{ ready map[string]bool }
+// fakeProber confirms the hashes it was told are served everywhere, and
+// records the keys whose probing was cancelled; the real prober is
+// exercised on the local stack.
+type fakeProber struct {
+	ready     map[string]bool
+	cancelled []types.NamespacedName
+}
 
 func (p *fakeProber) IsReady(_ context.Context, ing *v1alpha1.Ingress) (bool, error) {
 	h, err := resources.Hash(ing)
@@ -67,7 +71,9 @@ func (p *fakeProber) IsReady(_ context.Context, ing *v1alpha1.Ingress) (bool, er
 	return p.ready[h], nil
 }
 
-func (p *fakeProber) CancelIngressProbingByKey(types.NamespacedName) {}
+func (p *fakeProber) CancelIngressProbingByKey(key types.NamespacedName) {
+	p.cancelled = append(p.cancelled, key)
+}
 
 // ---- objects --------------------------------------------------------------
 
@@ -133,6 +139,12 @@ func readyAt(t time.Time) func(*v1alpha1.Ingress) {
 			i.Status.Conditions[k].LastTransitionTime.Inner = metav1.NewTime(t)
 		}
 	}
+}
+
+// newGenerationFailed is what the generated reconciler leaves when it saw a
+// new generation and ReconcileKind marked nothing.
+func newGenerationFailed(i *v1alpha1.Ingress) {
+	i.GetConditionSet().Manage(&i.Status).MarkUnknown(v1alpha1.IngressConditionReady, "NewObservedGenFailure", "unsuccessfully observed a new generation")
 }
 
 func waiting(reason, msg string) func(*v1alpha1.Ingress) {
@@ -233,6 +245,10 @@ func deleteOf(p *contourv1.HTTPProxy) clientgotesting.DeleteActionImpl {
 const proberKey = "prober"
 const enqueuedKey = "enqueued"
 
+// goneKey, set in a row's OtherTestData, makes the KIngress absent from
+// the reconciler's own cache, as when it was deleted mid-reconcile.
+const goneKey = "gone"
+
 func makeFactory() rtesting.Factory {
 	return func(t *testing.T, row *rtesting.TableRow) (controller.Reconciler, rtesting.ActionRecorderList, rtesting.EventList) {
 		scheme := runtime.NewScheme()
@@ -276,13 +292,21 @@ func makeFactory() rtesting.Factory {
 			prober = &fakeProber{}
 		}
 		enqueued := map[string]time.Duration{}
+		gone, _ := row.OtherTestData[goneKey].(bool)
 		row.OtherTestData = map[string]interface{}{proberKey: prober, enqueuedKey: enqueued}
+
+		ingLister := networkinglisters.NewIngressLister(sorter.IndexerForObjectType(&v1alpha1.Ingress{}))
+		cached := ingLister
+		if gone {
+			cached = networkinglisters.NewIngressLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}))
+		}
 
 		services := corev1listers.NewServiceLister(sorter.IndexerForObjectType(&corev1.Service{}))
 		r := &Reconciler{
 			contourClient: contourClient,
 			proxyLister:   contourlisters.NewHTTPProxyLister(proxyIndexer),
 			proxyIndexer:  proxyIndexer,
+			ingressLister: cached,
 			serviceLister: services,
 			tracker:       &rtesting.FakeTracker{},
 			prober:        prober,
@@ -298,7 +322,6 @@ func makeFactory() rtesting.Factory {
 		}
 		ctx = config.ToContext(ctx, &config.Config{Contour: testCfg})
 		row.Ctx = ctx
-		ingLister := networkinglisters.NewIngressLister(sorter.IndexerForObjectType(&v1alpha1.Ingress{}))
 		c := ingressreconciler.NewReconciler(ctx, logging.FromContext(ctx), netClient, ingLister, recorder, r, testClass,
 			controller.Options{ConfigStore: staticConfig{}})
 		if la, ok := c.(pkgreconciler.LeaderAware); ok {
