@@ -146,8 +146,7 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 				if !classFilter(class)(ing) || ing.IsReady() {
 					continue
 				}
-				prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name})
-				prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name + resources.WarmSuffix})
+				r.cancelProbing(ing)
 				impl.Enqueue(ing)
 			}
 		}),
