@@ -395,16 +395,7 @@ func (r *podRunner) terminate(grace time.Duration) {
 		r.mu.Lock()
 		r.terminating = true
 		r.mu.Unlock()
-		r.cancel()
-		var wg sync.WaitGroup
-		for _, c := range append(append([]*ctr{}, r.ctrs...), r.init...) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r.stopProcess(c, grace)
-			}()
-		}
-		wg.Wait()
+		r.stopAll(grace)
 		// Anything the containers left behind in the pod's network namespace.
 		for _, pid := range pidsInNetns(r.nsName) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -429,6 +420,21 @@ func (r *podRunner) terminate(grace time.Duration) {
 	<-r.done
 }
 
+// stopAll cancels the pod's loops and stops every container at once, each
+// with the given grace period.
+func (r *podRunner) stopAll(grace time.Duration) {
+	r.cancel()
+	var wg sync.WaitGroup
+	for _, c := range append(append([]*ctr{}, r.ctrs...), r.init...) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.stopProcess(c, grace)
+		}()
+	}
+	wg.Wait()
+}
+
 // finish stops what still runs of a pod that has completed (sidecars) and
 // releases its network, as the kubelet stops a completed pod's sandbox. The
 // pod directory stays until the pod is deleted.
@@ -441,16 +447,7 @@ func (r *podRunner) finish() {
 	r.finished = true
 	r.mu.Unlock()
 	go func() {
-		r.cancel()
-		var wg sync.WaitGroup
-		for _, c := range append(append([]*ctr{}, r.ctrs...), r.init...) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r.stopProcess(c, r.graceFor(nil))
-			}()
-		}
-		wg.Wait()
+		r.stopAll(r.graceFor(nil))
 		waitTimeout(&r.wg, 5*time.Second)
 		r.teardownNetwork()
 	}()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand"
 	"os/exec"
-	"sync"
 	"testing"
 	"time"
 
@@ -59,18 +58,7 @@ func TestFaultControllerKilledMidRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var targets []harness.Target
-	for _, f := range []struct{ fleet, host string }{{external, ext}, {internal, local}} {
-		for _, ip := range c.EnvoyPods(ctx, f.fleet) {
-			targets = append(targets, harness.Target{Addr: ip + ":8080", Host: f.host})
-		}
-	}
-	load := &harness.Load{Targets: targets, RPS: envInt("FAULT_RPS", 100)}
-	load.Allow(name(0))
-	lctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); load.Run(lctx) }()
+	load, stopLoad := startLoad(ctx, t, c, envInt("FAULT_RPS", 100), ext, local, name(0))
 
 	for i := 1; i <= rollouts; i++ {
 		if err := c.CreateBackend(ctx, ns, name(i)); err != nil {
@@ -105,10 +93,9 @@ func TestFaultControllerKilledMidRollout(t *testing.T) {
 	}); err != nil {
 		t.Errorf("warm proxies left behind: %v", err)
 	}
-	stop()
-	wg.Wait()
+	stopLoad()
 	s := load.Summarize()
-	t.Logf("load: %s over %d Envoy pods, %d controller kills", s, len(targets), rollouts)
+	t.Logf("load: %s over %d Envoy pods, %d controller kills", s, len(load.Targets), rollouts)
 	for _, f := range s.Failures {
 		t.Log(f)
 	}

@@ -51,22 +51,7 @@ func TestRolloutDropsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var targets []harness.Target
-	for _, f := range []struct{ fleet, host string }{{external, ext}, {internal, local}} {
-		pods := c.EnvoyPods(ctx, f.fleet)
-		if len(pods) == 0 {
-			t.Fatalf("fleet %s has no ready Envoy pod", f.fleet)
-		}
-		for _, ip := range pods {
-			targets = append(targets, harness.Target{Addr: ip + ":8080", Host: f.host})
-		}
-	}
-	load := &harness.Load{Targets: targets, RPS: rps}
-	load.Allow(name(0))
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); load.Run(loadCtx) }()
+	load, stopLoad := startLoad(ctx, t, c, rps, ext, local, name(0))
 	time.Sleep(time.Second)
 
 	var ready []time.Duration
@@ -118,12 +103,11 @@ func TestRolloutDropsNothing(t *testing.T) {
 	change("drop to one backend", both, []string{name(other)}, nil, harness.Split{Backend: name(other), Percent: 100})
 	time.Sleep(2 * time.Second)
 	stopLoad()
-	wg.Wait()
 
 	s := load.Summarize()
 	sort.Slice(ready, func(i, j int) bool { return ready[i] < ready[j] })
 	t.Logf("load: %s over %d Envoy pods; change to Ready p50=%v max=%v over %d changes",
-		s, len(targets), ready[len(ready)/2].Round(time.Millisecond), ready[len(ready)-1].Round(time.Millisecond), len(ready))
+		s, len(load.Targets), ready[len(ready)/2].Round(time.Millisecond), ready[len(ready)-1].Round(time.Millisecond), len(ready))
 	for _, f := range s.Failures {
 		t.Log(f)
 	}
@@ -133,6 +117,30 @@ func TestRolloutDropsNothing(t *testing.T) {
 	if s.Requests < rps*10 {
 		t.Errorf("only %d requests were sent: the load did not run", s.Requests)
 	}
+}
+
+// startLoad sends rps requests/s to every Envoy pod of both fleets, each
+// asked for its fleet's host, allowing only first to answer until told
+// otherwise; the returned func stops the load and waits for it.
+func startLoad(ctx context.Context, t *testing.T, c *harness.Clients, rps int, ext, local, first string) (*harness.Load, func()) {
+	t.Helper()
+	var targets []harness.Target
+	for _, f := range []struct{ fleet, host string }{{external, ext}, {internal, local}} {
+		pods := c.EnvoyPods(ctx, f.fleet)
+		if len(pods) == 0 {
+			t.Fatalf("fleet %s has no ready Envoy pod", f.fleet)
+		}
+		for _, ip := range pods {
+			targets = append(targets, harness.Target{Addr: ip + ":8080", Host: f.host})
+		}
+	}
+	load := &harness.Load{Targets: targets, RPS: rps}
+	load.Allow(first)
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); load.Run(lctx) }()
+	return load, func() { cancel(); wg.Wait() }
 }
 
 func envInt(name string, def int) int {
