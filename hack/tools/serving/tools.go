@@ -1,0 +1,12 @@
+//go:build tools
+
+// Package tools pins what hack/build-serving.sh builds from this module.
+package tools
+
+import (
+	_ "knative.dev/serving/cmd/activator"
+	_ "knative.dev/serving/cmd/autoscaler"
+	_ "knative.dev/serving/cmd/controller"
+	_ "knative.dev/serving/cmd/queue"
+	_ "knative.dev/serving/cmd/webhook"
+)
