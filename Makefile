@@ -15,8 +15,8 @@ test-unit: ## fast layers: build, vet, gofmt, generated code, unit and reconcile
 	hack/test-unit.sh
 
 .PHONY: test
-test: test-unit ## every test: the fast layers first, then the ones on the local stack
-	hack/test-stack.sh
+test: test-unit ## every test: the fast layers first, then the ones on the local stack, then under Knative Serving
+	hack/test-stack.sh --with-serving
 
 .PHONY: conformance
 conformance: ## Knative's ingress conformance suite on the local stack (ITERATIONS=4: four copies at once, soak)
@@ -25,6 +25,14 @@ conformance: ## Knative's ingress conformance suite on the local stack (ITERATIO
 .PHONY: test-faults
 test-faults: ## the fault tests on the local stack (also part of make test)
 	E2E_RUN=TestFault hack/test-stack.sh
+
+.PHONY: test-serving
+test-serving: ## Knative Serving v0.50.0 on the stack: its API conformance suite and our Serving rollout test
+	hack/test-serving.sh
+
+.PHONY: run-serving
+run-serving: ## the stack, Knative Serving and the controller, a helloworld Knative Service and the curl that reaches it
+	hack/run.sh --serving
 
 .PHONY: codegen
 codegen: ## regenerate pkg/client

@@ -1,8 +1,35 @@
 #!/usr/bin/env bash
 # `make run`: the local stack, the controller on it, and the demo KIngress.
+# `make run-serving` (--serving): the stack, Knative Serving v0.50.0 with the
+# controller as its ingress, and a helloworld Knative Service.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
+if [ "${1:-}" = --serving ]; then
+  hack/serving.sh up
+  eval "$(hack/serving.sh env)"
+  kubectl=${HITLESS_CACHE:-$HOME/.cache/hitless}/bin/kubectl
+  "$kubectl" apply -f hack/demo/helloworld.yaml >/dev/null
+  echo "waiting for the helloworld Knative Service to be Ready..."
+  "$kubectl" wait -n demo ksvc/helloworld --for=condition=Ready --timeout=180s >/dev/null
+  url=$("$kubectl" get -n demo ksvc/helloworld -o jsonpath='{.status.url}')
+  host=${url#http://}
+  eval "$(hack/stack.sh env)"
+  echo "curl -H 'Host: $host' http://$INGRESS_ADDRESS/"
+  curl -sS -H "Host: $host" "http://$INGRESS_ADDRESS/"
+  cat <<EOT
+
+Knative Serving runs on the stack with hitless as its ingress; helloworld is Ready on every Envoy pod.
+Roll it to a new Revision and watch the KIngress phases (Warming, Switching) while it never drops a request:
+
+  eval "\$(hack/serving.sh env)"
+  $kubectl patch ksvc -n demo helloworld --type=merge -p '{"spec":{"template":{"metadata":{"annotations":{"rollout":"'\$RANDOM'"}}}}}'
+  $kubectl get kingress -n demo helloworld -w
+
+Pod logs: .stack/logs/pods/; Serving's e2e knobs: hack/serving.sh env; \`make stack-down\` stops everything.
+EOT
+  exit 0
+fi
 hack/stack.sh up
 hack/controller.sh start
 eval "$(hack/stack.sh env)"

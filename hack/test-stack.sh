@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The layers of `make test` that need the local stack: brings it up (or
 # reuses a running one), runs the controller on it, runs the integration
-# tests and Knative's ingress conformance suite, and stops everything it
-# started, whatever the outcome.
+# tests and Knative's ingress conformance suite (and, with --with-serving,
+# hack/test-serving.sh), and stops everything it started, whatever the outcome.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -26,4 +26,9 @@ go test -count=1 -tags=e2e -timeout 40m -v -run "${E2E_RUN:-.}" ./test/e2e/...
 if [ -z "${E2E_RUN:-}" ]; then
   echo "--- Knative's ingress conformance suite"
   REUSE_CONTROLLER=1 KEEP_STACK=1 hack/conformance.sh
+fi
+if [ "${1:-}" = --with-serving ]; then
+  # on the same stack; it removes Serving afterwards, the trap above the rest
+  echo "--- Knative Serving on the stack (make test-serving)"
+  hack/test-serving.sh
 fi

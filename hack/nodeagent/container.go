@@ -219,12 +219,17 @@ func exitCode(cmd *exec.Cmd, err error) int {
 	return 128
 }
 
+// statusSyncPeriod is how often a kubelet syncs a starting pod's status (its
+// PLEG relists every second); each sync re-runs a readiness probe that has
+// no verdict yet.
+const statusSyncPeriod = time.Second
+
 // startProbes starts the container's startup, readiness and liveness probers.
 func (r *podRunner) startProbes(ctx context.Context, c *ctr, podIP string) {
 	target := r.probeTarget(c, podIP)
 	readiness := func() {
 		if p := c.spec.ReadinessProbe; p != nil && (!c.init || c.sidecar) {
-			go runProber(ctx, p, target, probeFailure, func(ok bool, msg string) bool {
+			go runProber(ctx, p, target, probeFailure, statusSyncPeriod, func(ok bool, msg string) bool {
 				if !ok {
 					r.log.Info("readiness probe failed", "container", c.spec.Name, "msg", msg)
 				}
@@ -235,7 +240,7 @@ func (r *podRunner) startProbes(ctx context.Context, c *ctr, podIP string) {
 	}
 	liveness := func() {
 		if p := c.spec.LivenessProbe; p != nil && (!c.init || c.sidecar) {
-			go runProber(ctx, p, target, probeSuccess, func(ok bool, msg string) bool {
+			go runProber(ctx, p, target, probeSuccess, 0, func(ok bool, msg string) bool {
 				if ok {
 					return false
 				}
@@ -251,7 +256,7 @@ func (r *podRunner) startProbes(ctx context.Context, c *ctr, podIP string) {
 		liveness()
 		return
 	}
-	go runProber(ctx, p, target, probeUnknown, func(ok bool, msg string) bool {
+	go runProber(ctx, p, target, probeUnknown, 0, func(ok bool, msg string) bool {
 		if !ok {
 			r.log.Warn("startup probe failed, restarting container", "container", c.spec.Name, "msg", msg)
 			go r.stopProcess(c, r.graceFor(nil))

@@ -185,10 +185,19 @@ const (
 // failureThreshold failures in a row. Readiness starts as failure, liveness as
 // success, startup as unknown (so that both verdicts are reported). It
 // returns early when onChange returns true.
-func runProber(ctx context.Context, p *corev1.Probe, t probeTarget, initial probeResult, onChange func(ok bool, msg string) (stop bool)) {
+//
+// Until the first verdict (successThreshold successes or failureThreshold
+// failures in a row), a non-zero undecided probes that often instead of every
+// period. That is what a kubelet does for readiness: while a started
+// container has no readiness result, every pod status sync (about once a
+// second while a pod starts) triggers a probe. Without it, a Knative
+// queue-proxy probed a few milliseconds before it listens would stay unready
+// for a whole periodSeconds (10 s).
+func runProber(ctx context.Context, p *corev1.Probe, t probeTarget, initial probeResult, undecided time.Duration, onChange func(ok bool, msg string) (stop bool)) {
 	s := settingsOf(p)
 	state := initial
 	successes, failures := 0, 0
+	decided := false
 	timer := time.NewTimer(s.initialDelay)
 	defer timer.Stop()
 	for {
@@ -203,6 +212,7 @@ func runProber(ctx context.Context, p *corev1.Probe, t probeTarget, initial prob
 		}
 		if ok {
 			successes, failures = successes+1, 0
+			decided = decided || successes >= s.successThreshold
 			if state != probeSuccess && successes >= s.successThreshold {
 				state = probeSuccess
 				if onChange(true, "") {
@@ -211,6 +221,7 @@ func runProber(ctx context.Context, p *corev1.Probe, t probeTarget, initial prob
 			}
 		} else {
 			successes, failures = 0, failures+1
+			decided = decided || failures >= s.failureThreshold
 			if state != probeFailure && failures >= s.failureThreshold {
 				state = probeFailure
 				if onChange(false, msg) {
@@ -218,6 +229,10 @@ func runProber(ctx context.Context, p *corev1.Probe, t probeTarget, initial prob
 				}
 			}
 		}
-		timer.Reset(s.period)
+		if !decided && undecided > 0 && undecided < s.period {
+			timer.Reset(undecided)
+		} else {
+			timer.Reset(s.period)
+		}
 	}
 }

@@ -25,7 +25,7 @@ type Result struct {
 	Target     int
 	Code       int    // 0 when the request failed before an answer
 	Err        string // connection or protocol error
-	Backend    string // X-Backend the backend saw, "" if none
+	Backend    string // what BackendOf read from the answer, "" if nothing
 }
 
 // Load sends requests at a steady rate, spread over every target (every
@@ -34,6 +34,10 @@ type Result struct {
 type Load struct {
 	Targets []Target
 	RPS     int
+	// BackendOf reads which backend answered from a response body; unset, it
+	// is the X-Backend request header (what harness.KIngress appends) as the
+	// networking runtime image echoes it.
+	BackendOf func(body []byte) string
 
 	mu       sync.Mutex
 	results  []Result
@@ -113,15 +117,26 @@ func (l *Load) one(c *http.Client, t Target) Result {
 		r.Err = err.Error()
 		return r
 	}
+	backendOf := l.BackendOf
+	if backendOf == nil {
+		backendOf = XBackend
+	}
+	r.Backend = backendOf(body)
+	return r
+}
+
+// XBackend reads the X-Backend request header echoed by the networking
+// runtime test image.
+func XBackend(body []byte) string {
 	var seen struct {
 		Request struct {
 			Headers map[string][]string `json:"headers"`
 		} `json:"request"`
 	}
 	if json.Unmarshal(body, &seen) == nil && len(seen.Request.Headers["X-Backend"]) > 0 {
-		r.Backend = seen.Request.Headers["X-Backend"][0]
+		return seen.Request.Headers["X-Backend"][0]
 	}
-	return r
+	return ""
 }
 
 // Summary counts what the load saw.

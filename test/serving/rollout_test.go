@@ -1,0 +1,357 @@
+//go:build e2e
+
+// Package serving tests hitless where it lives: under Knative Serving, which
+// writes one KIngress per Route and changes it with every new Revision.
+// It needs Serving on the local stack (hack/serving.sh up; make test-serving
+// does it) and talks to Serving's API through the dynamic client, so the main
+// module does not depend on knative.dev/serving.
+package serving
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hitless/hitless/test/harness"
+)
+
+var ksvcs = schema.GroupVersionResource{Group: "serving.knative.dev", Version: "v1", Resource: "services"}
+
+const (
+	domainDefault = "example.com" // hack/serving.sh SERVING_DOMAIN
+)
+
+// TestServingRolloutDropsNothing: under steady load through every Envoy pod
+// of both fleets, a Knative Service is updated ROLLOUT_UPDATES times (a new
+// Revision each time, 100% to latest), then split between its last two
+// Revisions with tags, then left to scale to zero and woken through the
+// activator. Every request must be a 2xx from a Revision the Route sent
+// traffic to at some moment while it was in flight: once the Knative Service
+// is Ready, its old Revision must no longer answer (hitless's Ready is true).
+func TestServingRolloutDropsNothing(t *testing.T) {
+	ctx := context.Background()
+	c, err := harness.NewClients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	ns, cleanup, err := c.CreateNamespace(ctx, "serving-rollout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	svcs := dyn.Resource(ksvcs).Namespace(ns)
+
+	updates := envInt("ROLLOUT_UPDATES", 20)
+	rps := envInt("ROLLOUT_RPS", 100)
+	domain := os.Getenv("SERVING_DOMAIN")
+	if domain == "" {
+		domain = domainDefault
+	}
+	repo := os.Getenv("KO_DOCKER_REPO")
+	if repo == "" {
+		repo = "ko.local/serving-test"
+	}
+	const name = "roll"
+	if _, err := svcs.Create(ctx, knativeService(ns, name, repo+"/runtime", 0), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Knative Service %s/%s: %v", ns, name, err)
+	}
+	first := revisionName(name, 1)
+	if _, err := waitServiceReady(ctx, svcs, name, first, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	// Load on the public host through the external fleet and on the
+	// cluster-local host through the internal one, every Envoy pod.
+	targets := append(fleetTargets(ctx, t, c, "contour-external", fmt.Sprintf("%s.%s.%s", name, ns, domain)),
+		fleetTargets(ctx, t, c, "contour-internal", fmt.Sprintf("%s.%s.svc.cluster.local", name, ns))...)
+	load, stop := startLoad(ctx, targets, rps, first)
+
+	// 1. ROLLOUT_UPDATES new Revisions, 100% to latest.
+	var readyIn []time.Duration
+	prev := first
+	for i := 1; i <= updates; i++ {
+		next := revisionName(name, i+1)
+		load.Allow(prev, next)
+		start := time.Now()
+		if err := updateService(ctx, svcs, name, func(u *unstructured.Unstructured) {
+			setRollEnv(u, i)
+		}); err != nil {
+			stop()
+			t.Fatal(err)
+		}
+		if _, err := waitServiceReady(ctx, svcs, name, next, 2*time.Minute); err != nil {
+			stop()
+			t.Fatalf("update %d: %v", i, err)
+		}
+		readyIn = append(readyIn, time.Since(start))
+		load.Allow(next)
+		prev = next
+	}
+	s := load.Summarize()
+	t.Logf("%d updates: %s; Knative Service Ready after p50 %v, max %v", updates, s, pct(readyIn, 50), pct(readyIn, 100))
+	logFailures(t, s)
+
+	// 2. A split between the last two Revisions, each with a tag (a new host
+	// each: the KIngress gains rules).
+	older, latest := revisionName(name, updates), revisionName(name, updates+1)
+	load.Allow(older, latest)
+	start := time.Now()
+	if err := updateService(ctx, svcs, name, func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedSlice(u.Object, []any{
+			map[string]any{"tag": "older", "revisionName": older, "percent": int64(50)},
+			map[string]any{"tag": "latest", "revisionName": latest, "percent": int64(50)},
+		}, "spec", "traffic")
+	}); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	if _, err := waitServiceReady(ctx, svcs, name, latest, 2*time.Minute); err != nil {
+		stop()
+		t.Fatalf("split: %v", err)
+	}
+	splitReady := time.Since(start)
+	// Ready means every Envoy pod serves the tag hosts, each only its Revision.
+	tagged := map[string]*harness.Load{}
+	var stopTagged []func()
+	for tag, rev := range map[string]string{"older": older, "latest": latest} {
+		host := fmt.Sprintf("%s-%s.%s.%s", tag, name, ns, domain)
+		l, st := startLoad(ctx, fleetTargets(ctx, t, c, "contour-external", host), rps/4+1, rev)
+		tagged[tag], stopTagged = l, append(stopTagged, st)
+	}
+	time.Sleep(10 * time.Second)
+	for _, st := range stopTagged {
+		st()
+	}
+	stop()
+	s = load.Summarize()
+	t.Logf("split with tags: Ready after %v; main hosts so far: %s", splitReady, s)
+	logFailures(t, s)
+	for tag, l := range tagged {
+		ts := l.Summarize()
+		t.Logf("tag %s: %s", tag, ts)
+		logFailures(t, ts)
+		if ts.Requests == 0 {
+			t.Errorf("tag %s: no request was sent", tag)
+		}
+	}
+
+	// 3. No traffic: both Revisions scale to zero (the template sets a 6 s
+	// window); then the load wakes them through the activator.
+	start = time.Now()
+	for _, rev := range []string{older, latest} {
+		if err := waitScaledToZero(ctx, c, ns, rev, 4*time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	toZero := time.Since(start)
+	cold, stopCold := startLoad(ctx, targets, rps, older, latest)
+	time.Sleep(15 * time.Second)
+	stopCold()
+	cs := cold.Summarize()
+	t.Logf("scaled to zero in %v; woken through the activator: %s", toZero, cs)
+	logFailures(t, cs)
+
+	total, failed := s.Requests+cs.Requests, s.Failed()+cs.Failed()
+	for _, l := range tagged {
+		ts := l.Summarize()
+		total, failed = total+ts.Requests, failed+ts.Failed()
+	}
+	fmt.Printf("serving-rollout: updates=%d requests=%d failed=%d ready_p50_ms=%d ready_max_ms=%d scale_to_zero_s=%.0f\n",
+		updates, total, failed, pct(readyIn, 50).Milliseconds(), pct(readyIn, 100).Milliseconds(), toZero.Seconds())
+	if min := int(float64(rps) * 10); s.Requests < min {
+		t.Errorf("only %d requests during the rollouts, want at least %d (10 s of load)", s.Requests, min)
+	}
+}
+
+// knativeService is a Knative Service of Serving's runtime test image with
+// env ROLL=roll; the 6 s autoscaling window lets a Revision without traffic
+// scale to zero within the test.
+func knativeService(ns, name, image string, roll int) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "serving.knative.dev/v1",
+		"kind":       "Service",
+		"metadata":   map[string]any{"name": name, "namespace": ns},
+		"spec": map[string]any{
+			"template": map[string]any{
+				"metadata": map[string]any{"annotations": map[string]any{"autoscaling.knative.dev/window": "6s"}},
+				"spec": map[string]any{
+					"containers": []any{map[string]any{"image": image}},
+				},
+			},
+		},
+	}}
+	setRollEnv(u, roll)
+	return u
+}
+
+func setRollEnv(u *unstructured.Unstructured, roll int) {
+	containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+	ctr := containers[0].(map[string]any)
+	ctr["env"] = []any{map[string]any{"name": "ROLL", "value": strconv.Itoa(roll)}}
+	_ = unstructured.SetNestedSlice(u.Object, containers, "spec", "template", "spec", "containers")
+}
+
+// revisionName is the name Serving gives a Configuration's n-th Revision.
+func revisionName(svc string, n int) string { return fmt.Sprintf("%s-%05d", svc, n) }
+
+func updateService(ctx context.Context, svcs dynamic.ResourceInterface, name string, change func(*unstructured.Unstructured)) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		u, err := svcs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		change(u)
+		_, err = svcs.Update(ctx, u, metav1.UpdateOptions{})
+		if apierrs.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+}
+
+// waitServiceReady waits until the Knative Service is Ready at its newest
+// generation with rev as its latest ready Revision.
+func waitServiceReady(ctx context.Context, svcs dynamic.ResourceInterface, name, rev string, timeout time.Duration) (*unstructured.Unstructured, error) {
+	var last *unstructured.Unstructured
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		u, err := svcs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = u
+		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		latest, _, _ := unstructured.NestedString(u.Object, "status", "latestReadyRevisionName")
+		return observed == u.GetGeneration() && latest == rev && conditionTrue(u, "Ready"), nil
+	})
+	if err != nil {
+		return last, fmt.Errorf("Knative Service %s not Ready with Revision %s within %v: %v", name, rev, timeout, conditions(last))
+	}
+	return last, nil
+}
+
+func conditionTrue(u *unstructured.Unstructured, typ string) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			return m["status"] == "True"
+		}
+	}
+	return false
+}
+
+func conditions(u *unstructured.Unstructured) string {
+	if u == nil {
+		return "never read"
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	return fmt.Sprint(conds)
+}
+
+// waitScaledToZero waits until the Revision's Deployment wants no pod and
+// has none ready: from then on Serving routes its traffic to the activator.
+func waitScaledToZero(ctx context.Context, c *harness.Clients, ns, rev string, timeout time.Duration) error {
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		d, err := c.Kube.AppsV1().Deployments(ns).Get(ctx, rev+"-deployment", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return d.Spec.Replicas != nil && *d.Spec.Replicas == 0 && d.Status.ReadyReplicas == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("Revision %s/%s did not scale to zero within %v", ns, rev, timeout)
+	}
+	return nil
+}
+
+// fleetTargets is one load target per ready Envoy pod of a fleet.
+func fleetTargets(ctx context.Context, t *testing.T, c *harness.Clients, fleet, host string) []harness.Target {
+	t.Helper()
+	pods := c.EnvoyPods(ctx, fleet)
+	if len(pods) == 0 {
+		t.Fatalf("fleet %s has no ready Envoy pod", fleet)
+	}
+	var out []harness.Target
+	for _, ip := range pods {
+		out = append(out, harness.Target{Addr: ip + ":8080", Host: host})
+	}
+	return out
+}
+
+// startLoad sends rps requests/s over targets, allowing only the Revisions
+// given; the returned func stops it and waits.
+func startLoad(ctx context.Context, targets []harness.Target, rps int, revisions ...string) (*harness.Load, func()) {
+	l := &harness.Load{Targets: targets, RPS: rps, BackendOf: revisionOf}
+	l.Allow(revisions...)
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); l.Run(lctx) }()
+	return l, func() { cancel(); wg.Wait() }
+}
+
+// revisionOf reads K_REVISION, which Serving sets in every user container,
+// from the environment Serving's runtime test image reports. (The
+// Knative-Serving-Revision header Serving's Route appends is consumed by the
+// activator and the queue-proxy, so it cannot tell.)
+func revisionOf(body []byte) string {
+	var seen struct {
+		Host struct {
+			Env map[string]string `json:"envs"`
+		} `json:"host"`
+	}
+	if json.Unmarshal(body, &seen) != nil {
+		return ""
+	}
+	return seen.Host.Env["K_REVISION"]
+}
+
+func logFailures(t *testing.T, s harness.Summary) {
+	t.Helper()
+	if s.Failed() == 0 {
+		return
+	}
+	t.Errorf("%d of %d requests failed: %s", s.Failed(), s.Requests, s)
+	for _, f := range s.Failures {
+		t.Log("  ", f)
+	}
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*p + 99) / 100
+	if i < 1 {
+		i = 1
+	}
+	return s[i-1]
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
