@@ -15,6 +15,7 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,6 +51,9 @@ type agent struct {
 	hostResolv  []byte
 	hostHosts   []byte
 	allocatable corev1.ResourceList
+	// cg places containers in memory cgroups; nil when no writable memory
+	// cgroup is available (limits are then not enforced).
+	cg *memCgroups
 
 	mu     sync.Mutex
 	pods   map[string]*podRunner // by namespace/name
@@ -65,6 +69,13 @@ func newAgent(cfg config, client kubernetes.Interface, net *network) *agent {
 	a := &agent{cfg: cfg, client: client, net: net, pods: map[string]*podRunner{}, allocatable: nodeCapacity(cfg)}
 	a.hostResolv, _ = os.ReadFile("/etc/resolv.conf")
 	a.hostHosts, _ = os.ReadFile("/etc/hosts")
+	cg, err := detectMemoryCgroups()
+	if err != nil {
+		slog.Warn("no writable memory cgroup: container memory limits are NOT enforced", "err", err)
+	} else {
+		a.cg = cg
+		slog.Info("container memory limits enforced", "cgroup", cg.root, "v2", cg.v2)
+	}
 	return a
 }
 
@@ -225,6 +236,10 @@ func (a *agent) shutdown(grace time.Duration) {
 		}()
 	}
 	wg.Wait()
+	if a.cg != nil {
+		// Only if empty: pods of another agent sharing the cgroup stay.
+		_ = unix.Rmdir(a.cg.root)
+	}
 }
 
 // reportStopped writes the status of a pod stopped by the agent's shutdown
@@ -282,12 +297,15 @@ func (a *agent) serviceAccountToken(ctx context.Context, pod *corev1.Pod, audien
 // podRecord is what the state dir keeps about a pod, so that a restarted
 // agent can clean up after a crash.
 type podRecord struct {
-	UID         string         `json:"uid"`
-	Namespace   string         `json:"namespace"`
-	Name        string         `json:"name"`
-	Netns       string         `json:"netns"`
-	HostNetwork bool           `json:"hostNetwork,omitempty"`
-	Processes   []processStamp `json:"processes,omitempty"`
+	UID         string `json:"uid"`
+	Namespace   string `json:"namespace"`
+	Name        string `json:"name"`
+	Netns       string `json:"netns"`
+	HostNetwork bool   `json:"hostNetwork,omitempty"`
+	// Cgroup is the pod's memory cgroup dir (its containers' are below),
+	// absolute because a restarted agent may run in another cgroup.
+	Cgroup    string         `json:"cgroup,omitempty"`
+	Processes []processStamp `json:"processes,omitempty"`
 }
 
 // processStamp identifies a process across PID reuse by its start time.
@@ -357,8 +375,9 @@ func processStart(pid int) string {
 }
 
 // cleanupLeftovers removes what a previous run left in the state dir: it kills
-// the recorded processes and everything in the recorded network namespaces,
-// runs CNI DEL, deletes the namespaces and the pod directories.
+// the recorded processes and everything in the recorded network namespaces
+// and memory cgroups, runs CNI DEL, deletes the namespaces, the cgroups and
+// the pod directories.
 func (a *agent) cleanupLeftovers(ctx context.Context) {
 	dirs, _ := filepath.Glob(filepath.Join(a.cfg.stateDir, "pods", "*"))
 	for _, dir := range dirs {
@@ -388,6 +407,18 @@ func (a *agent) cleanupLeftovers(ctx context.Context) {
 				log.Warn("leftover network teardown", "err", err)
 			}
 			os.RemoveAll(filepath.Join("/etc/netns", rec.Netns))
+		}
+		if rec.Cgroup != "" {
+			// Also kills what the container programs forked.
+			if err := removeCgroupTree(rec.Cgroup); err != nil {
+				log.Warn("leftover cgroup", "err", err)
+			}
+			// The killed agent's hitless cgroup, if it ran in another cgroup
+			// and nothing else is left in it (rmdir fails otherwise).
+			if parent := filepath.Dir(rec.Cgroup); filepath.Base(parent) == "hitless" &&
+				(a.cg == nil || parent != a.cg.root) && isCgroupDir(parent) {
+				_ = unix.Rmdir(parent)
+			}
 		}
 		os.RemoveAll(dir)
 		log.Info("cleaned up leftover pod", "killed", killed)

@@ -89,6 +89,29 @@ func (r *podRunner) runOnce(c *ctr, attempted chan struct{}) (code int, ran, ok 
 		return 0, false, true
 	}
 	logStart, _ := logFile.Seek(0, 2)
+	var cg *ctrCgroup
+	if r.a.cg != nil {
+		// A fresh cgroup each run, so that its OOM counters are this run's.
+		cg, err = r.a.cg.create(string(pod.UID), c.spec.Name, memoryLimitBytes(&c.spec))
+		if err != nil {
+			logFile.Close()
+			r.setWaiting(c, "CreateContainerError", fmt.Sprintf("memory cgroup: %v", err))
+			return 0, false, true
+		}
+		spec.Cgroup = cg.dir
+	}
+	removeCgroup := func() {
+		if cg == nil {
+			return
+		}
+		if err := cg.remove(); err != nil {
+			r.log.Warn("removing container cgroup", "container", c.spec.Name, "err", err)
+		}
+	}
+	var oomBefore oomCounters
+	if cg != nil {
+		oomBefore = cg.oomCounters()
+	}
 
 	// Start under the lock so that termination sees either no process or
 	// this one.
@@ -96,6 +119,7 @@ func (r *podRunner) runOnce(c *ctr, attempted chan struct{}) (code int, ran, ok 
 	if r.terminating {
 		r.mu.Unlock()
 		logFile.Close()
+		removeCgroup()
 		return 0, false, false
 	}
 	cmd, startErr := startContainerProcess(spec, filepath.Join(r.dir, "rootfs", c.spec.Name+".json"), nsPath, logFile)
@@ -103,6 +127,7 @@ func (r *podRunner) runOnce(c *ctr, attempted chan struct{}) (code int, ran, ok 
 	if startErr != nil {
 		r.mu.Unlock()
 		logFile.Close()
+		removeCgroup()
 		r.log.Warn("container failed to start", "container", c.spec.Name, "err", startErr)
 		r.update(func() {
 			c.state.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
@@ -147,6 +172,14 @@ func (r *podRunner) runOnce(c *ctr, attempted chan struct{}) (code int, ran, ok 
 	reason := "Completed"
 	if code != 0 {
 		reason = "Error"
+	}
+	if cg != nil {
+		if oomKilled(oomBefore, cg.oomCounters(), code) {
+			reason = "OOMKilled"
+		}
+		// As when a container's PID namespace loses its init: what the
+		// program left running goes with it.
+		removeCgroup()
 	}
 	var msg string
 	if code != 0 && c.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {

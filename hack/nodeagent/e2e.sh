@@ -118,7 +118,8 @@ cat >"$WORK/net.conflist" <<EOF
             "ranges": [[{"subnet": "10.250.0.0/24", "rangeStart": "10.250.0.10", "gateway": "$GW"}]]}},
   {"type": "loopback"}]}
 EOF
-echo "{\"selftest\": \"$AGENT\"}" >"$WORK/images.json"
+# python runs from the host as given (empty mapping)
+echo "{\"selftest\": \"$AGENT\", \"python\": \"\"}" >"$WORK/images.json"
 
 T=$(now)
 start etcd "$BIN/etcd" --name e2e --data-dir "$WORK/etcd" --unsafe-no-fsync \
@@ -341,6 +342,16 @@ kind: Pod
 metadata: {name: crash, namespace: e2e}
 spec:
   containers: [{name: main, image: selftest, args: ["__selftest-exit", "1"]}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: oom, namespace: e2e}
+spec:
+  containers:
+  - name: main
+    image: example.local/python:3
+    command: [python3, -c, "b = bytearray(200*1024*1024); import time; time.sleep(30)"]
+    resources: {limits: {memory: 64Mi}}
 EOF
 check "restartPolicy Never pod exiting 3 is Failed with exit code 3" wait_for 20 pod_is job \
   '{.status.phase} {.status.containerStatuses[0].state.terminated.exitCode}' "Failed 3"
@@ -350,7 +361,18 @@ check "unmapped image waits with reason ImageNotMapped" wait_for 20 pod_is unmap
   '{.status.containerStatuses[0].state.waiting.reason}' ImageNotMapped
 restarted_twice() { (($(kubectl -n e2e get pod crash -o jsonpath='{.status.containerStatuses[0].restartCount}') >= 2)); }
 check "a crashing container is restarted with back-off" wait_for 20 restarted_twice
-kubectl -n e2e get pod job unmapped crash >&2
+# the memory cgroup the agent logged at start-up ("" when limits are not enforced)
+CG_ROOT=$(grep -o 'limits enforced" cgroup=[^ ]*' "$WORK/agent.log" | head -1 | cut -d= -f2)
+if [[ -n $CG_ROOT ]]; then
+  oom_restarted() {
+    pod_is oom '{.status.containerStatuses[0].lastState.terminated.reason} {.status.containerStatuses[0].lastState.terminated.exitCode}' \
+      "OOMKilled 137" && (($(kubectl -n e2e get pod oom -o jsonpath='{.status.containerStatuses[0].restartCount}') >= 1))
+  }
+  check "a container over its 64Mi memory limit is OOMKilled (137) and restarted" wait_for 20 oom_restarted
+else
+  log "skip: memory limits are not enforced on this host"
+fi
+kubectl -n e2e get pod job unmapped crash oom >&2
 
 # ---- deletion
 T=$(now)
@@ -360,7 +382,7 @@ check "deleted pod's netns is gone" test ! -e "/run/netns/hitless-$UID_"
 check "its preStop exec hook ran without error" bash -c "! grep -q 'preStop hook failed' '$WORK/agent.log'"
 check "deleted pod no longer answers" bash -c "! curl -s --max-time 1 http://$IP:8080/"
 T=$(now)
-kubectl -n e2e delete pod job unmapped crash unready --wait=true >/dev/null
+kubectl -n e2e delete pod job unmapped crash unready oom --wait=true >/dev/null
 log "four more pods deleted after $(since "$T")s"
 check "the Deployment replaced the pod and both are ready endpoints again" wait_for 30 ready_endpoints 2
 
@@ -399,8 +421,12 @@ check "a restarted agent cleaned up the previous run and runs the pods again" wa
 log "pods Ready again $(since "$T")s after the agent restarted"
 check "one netns per pod after the restart" test "$(pod_netns)" == 2
 check "the previous run's netns and processes are gone" test "$(pgrep -fc __selftest-serve[r])" == 2
+# cgroup_procs: how many processes are in the agent's container cgroups
+cgroup_procs() { cat "$CG_ROOT"/*/*/cgroup.procs 2>/dev/null | wc -l; }
+[[ -z $CG_ROOT ]] || check "only the two new containers are in memory cgroups" test "$(cgroup_procs)" == 2
 stop_pid "$PID_agent"
 check "final shutdown leaves no pod process" bash -c "! pgrep -f __selftest-serve[r]"
+[[ -z $CG_ROOT ]] || check "final shutdown leaves no container cgroup" bash -c "! compgen -G '$CG_ROOT/*/'"
 
 printf '%d passed, %d failed\n' "$PASS" "$FAIL"
 ((FAIL == 0))

@@ -35,6 +35,9 @@ type launchSpec struct {
 	WorkingDir string      `json:"workingDir"`
 	Argv       []string    `json:"argv"`
 	Env        []string    `json:"env"`
+	// Cgroup is the container's memory cgroup ("" for none), joined before
+	// anything else.
+	Cgroup string `json:"cgroup,omitempty"`
 }
 
 // mountSpec binds a host path (a volume, a DNS file) at a container path.
@@ -135,6 +138,15 @@ func containerInitMain(specFile string) {
 	var spec launchSpec
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		fail(err)
+	}
+	// The helper joins the container's cgroup itself, before it execs or
+	// forks anything: whatever the program starts is then inside. Had the
+	// agent moved the PID after starting the helper, the program could have
+	// forked (and its children escaped the limit) before the move.
+	if spec.Cgroup != "" {
+		if err := joinCgroup(spec.Cgroup); err != nil {
+			fail(fmt.Errorf("join memory cgroup: %w", err))
+		}
 	}
 	argv0, err := buildContainerRoot(spec)
 	if err != nil {

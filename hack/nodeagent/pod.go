@@ -256,8 +256,12 @@ func (r *podRunner) setupSandbox() error {
 	if err := os.MkdirAll(filepath.Join(r.dir, "work"), 0o755); err != nil {
 		return err
 	}
-	if err := r.a.writeRecord(r.dir, podRecord{UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name,
-		Netns: r.nsName, HostNetwork: pod.Spec.HostNetwork}); err != nil {
+	rec := podRecord{UID: string(pod.UID), Namespace: pod.Namespace, Name: pod.Name,
+		Netns: r.nsName, HostNetwork: pod.Spec.HostNetwork}
+	if r.a.cg != nil {
+		rec.Cgroup = r.a.cg.podDir(string(pod.UID))
+	}
+	if err := r.a.writeRecord(r.dir, rec); err != nil {
 		return err
 	}
 	podIP := r.a.cfg.nodeIP
@@ -471,6 +475,13 @@ func (r *podRunner) teardownNetwork() {
 
 // teardownSandbox removes everything the pod had on the node but its logs.
 func (r *podRunner) teardownSandbox() {
+	if r.a.cg != nil {
+		// Kills anything left in the containers' cgroups (a host network
+		// pod's stray processes have no netns to be found by).
+		if err := removeCgroupTree(r.a.cg.podDir(string(r.pod.UID))); err != nil {
+			r.log.Warn("removing pod cgroup", "err", err)
+		}
+	}
 	r.teardownNetwork()
 	if !r.pod.Spec.HostNetwork {
 		os.RemoveAll(r.etcDir())

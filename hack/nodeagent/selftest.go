@@ -12,10 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -136,8 +139,10 @@ func serverPod(name string) *corev1.Pod {
 // runSelftest exercises the agent without an API server: two server pods on a
 // test bridge (init container, emptyDir and downwardAPI volumes at paths that
 // do not exist on the host, env with fieldRefs and $(VAR), an httpGet
-// readiness probe with a header), a failing Never pod and an unmapped image;
-// it checks them from the host, deletes them and removes everything it made.
+// readiness probe with a header), a failing Never pod, an unmapped image and,
+// with memory cgroups, containers allocating 200 MB under a 64Mi limit (OOM
+// killed), a 512Mi one and none; it checks them from the host, deletes them
+// and removes everything it made.
 func runSelftest(ctx context.Context, cfg config) (err error) {
 	if cfg.cniBinDir == "" {
 		return errors.New("--cni-bin-dir is required")
@@ -178,7 +183,8 @@ func runSelftest(ctx context.Context, cfg config) (err error) {
 	cfg.stateDir = filepath.Join(tmp, "state")
 	cfg.logDir = filepath.Join(tmp, "logs")
 	cfg.nodeIP, cfg.dnsIP, cfg.nodeName = selftestGW, selftestGW, "hitless-node"
-	images, _ := json.Marshal(imageMap{"selftest": exe})
+	// "python" maps to nothing: its command runs as given from the host.
+	images, _ := json.Marshal(imageMap{"selftest": exe, "python": ""})
 	for f, content := range map[string][]byte{cfg.cniConf: []byte(conf), cfg.imageMapFile: images} {
 		if err := os.WriteFile(f, content, 0o644); err != nil {
 			return err
@@ -195,6 +201,13 @@ func runSelftest(ctx context.Context, cfg config) (err error) {
 	pods := []*corev1.Pod{serverPod("web-a"), serverPod("web-b"),
 		selftestPod("job", corev1.RestartPolicyNever, nil, corev1.Container{Name: "main", Image: "selftest", Args: []string{selftestExitArg, "3"}}),
 		selftestPod("unmapped", corev1.RestartPolicyAlways, nil, corev1.Container{Name: "main", Image: "docker.io/library/nginx:1.27"}),
+	}
+	// Memory limits: a 64Mi container allocating 200 MB is OOM-killed; the
+	// same allocation under a 512Mi limit, or with no limit, runs on.
+	_, pyErr := exec.LookPath("python3")
+	memoryPods := a.cg != nil && pyErr == nil
+	if memoryPods {
+		pods = append(pods, memoryPod("oom", "64Mi"), memoryPod("roomy", "512Mi"), memoryPod("nolimit", ""))
 	}
 	t0 := time.Now()
 	for _, p := range pods {
@@ -248,6 +261,12 @@ func runSelftest(ctx context.Context, cfg config) (err error) {
 		}
 		return ""
 	}())
+
+	if memoryPods {
+		checkMemoryPods(a, get, waitFor, check)
+	} else {
+		fmt.Printf("skip memory limit checks: cgroups available %v, python3: %v\n", a.cg != nil, pyErr)
+	}
 
 	ips := map[string]string{}
 	for _, name := range []string{"web-a", "web-b"} {
@@ -308,12 +327,80 @@ func runSelftest(ctx context.Context, cfg config) (err error) {
 		_, err := c.Get("http://" + ip + ":8080/")
 		check(err != nil, "%s no longer answers at %s", name, ip)
 	}
+	if memoryPods {
+		for _, p := range pods {
+			_, err := os.Stat(a.cg.podDir(string(p.UID)))
+			check(os.IsNotExist(err), "pod cgroup %s removed", a.cg.podDir(string(p.UID)))
+		}
+	}
+	wantLogs := 5
+	if memoryPods {
+		wantLogs += 3
+	}
 	logs, _ := filepath.Glob(filepath.Join(cfg.logDir, "*.log"))
-	check(len(logs) == 5, "container logs written: %d files", len(logs))
+	check(len(logs) == wantLogs, "container logs written: %d files", len(logs))
 	fmt.Printf("%d passed, %d failed\n", checks-len(failures), len(failures))
 	if len(failures) > 0 {
 		slog.Error("selftest failed", "failures", failures)
 		return errors.New("selftest failed")
 	}
 	return nil
+}
+
+// memoryPod runs python3 from the host, allocating 200 MB and then sleeping,
+// with a memory limit ("" for none). The pod never restarts, so an OOM kill
+// leaves it Failed.
+func memoryPod(name, limit string) *corev1.Pod {
+	c := corev1.Container{Name: "main", Image: "example.local/python:3",
+		Command: []string{"python3", "-c", "b = bytearray(200*1024*1024); print('allocated', len(b), flush=True); import time; time.sleep(30)"}}
+	if limit != "" {
+		c.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)}
+	}
+	return selftestPod(name, corev1.RestartPolicyNever, nil, c)
+}
+
+// checkMemoryPods checks the memory pods while they run.
+func checkMemoryPods(a *agent, get func(string) *corev1.Pod, waitFor func(string, func() bool) error, check func(bool, string, ...any)) {
+	state := func(name string) corev1.ContainerState {
+		if p := get(name); p != nil && len(p.Status.ContainerStatuses) == 1 {
+			return p.Status.ContainerStatuses[0].State
+		}
+		return corev1.ContainerState{}
+	}
+	err := waitFor("oom terminated", func() bool { return state("oom").Terminated != nil })
+	t := state("oom").Terminated
+	check(err == nil && t != nil && t.Reason == "OOMKilled" && t.ExitCode == 137,
+		"container with a 64Mi limit allocating 200 MB is Terminated OOMKilled with exit code 137: %+v", t)
+	if p := get("oom"); p != nil {
+		check(p.Status.Phase == corev1.PodFailed, "OOM-killed pod with restartPolicy Never is Failed: %s", p.Status.Phase)
+	}
+	for _, name := range []string{"roomy", "nolimit"} {
+		r := a.runner("selftest", name)
+		if r == nil {
+			check(false, "%s runs", name)
+			continue
+		}
+		err := waitFor(name+" allocated", func() bool {
+			b, _ := os.ReadFile(a.logPath(r.pod, "main"))
+			return strings.Contains(string(b), "allocated")
+		})
+		check(err == nil && state(name).Running != nil, "%s: 200 MB allocated and still running: %+v", name, state(name))
+		dir := filepath.Join(a.cg.podDir(string(r.pod.UID)), "main")
+		limit, _ := os.ReadFile(filepath.Join(dir, a.cg.limitFile()))
+		want := "536870912"
+		if name == "nolimit" {
+			want = "unlimited"
+		}
+		got := strings.TrimSpace(string(limit))
+		if n, err := strconv.ParseInt(got, 10, 64); got == "max" || err == nil && n >= 1<<62 {
+			got = "unlimited" // v2 says max, v1 the largest multiple of the page size
+		}
+		check(got == want, "%s: %s/%s is %s", name, dir, a.cg.limitFile(), got)
+		r.mu.Lock()
+		pid := r.ctrs[0].pid
+		r.mu.Unlock()
+		procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		check(pid != 0 && slices.Contains(strings.Fields(string(procs)), strconv.Itoa(pid)),
+			"%s: container process %d is in its cgroup", name, pid)
+	}
 }
