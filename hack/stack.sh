@@ -8,6 +8,13 @@
 #   hack/stack.sh down                      stop and remove everything (idempotent)
 #   hack/stack.sh env                       print KUBECONFIG and INGRESS_ADDRESS exports
 #   hack/stack.sh status                    what runs, what is ready
+#   hack/stack.sh restart NAME [--down S]   stop a component (kube-apiserver,
+#                                           contour-external, contour-internal),
+#                                           keep it down S seconds (default 0),
+#                                           start it and wait until it serves
+#   hack/stack.sh scale-envoy FLEET N       scale a fleet's Envoy pods to N and wait
+#                                           until exactly N are Ready and serve
+# (restart and scale-envoy are for the fault tests: test/e2e/faults_*_test.go)
 #
 # State lives in $HITLESS_STACK_DIR (default <repo>/.stack): certs, kubeconfig,
 # pid files, logs/<component>.log, logs/pods/*.log. Binaries come from
@@ -915,10 +922,77 @@ cmd_status() {
   return $rc
 }
 
+# restart NAME [--down SECONDS]: a component stopped (SIGTERM, as a rolling
+# update or a node drain would) and brought back by the same code as `up`,
+# which waits until it serves again. Envoy keeps the configuration it has
+# while its Contour is away; the API server's clients retry.
+cmd_restart() {
+  local name=${1:-} down=0
+  shift || true
+  while (($#)); do
+    case $1 in
+      --down) down=${2:?--down needs seconds}; shift 2 ;;
+      --down=*) down=${1#*=}; shift ;;
+      *) die "unknown flag for restart: $1" ;;
+    esac
+  done
+  [[ $down =~ ^[0-9]+$ ]] || die "--down must be a whole number of seconds"
+  lock
+  alive etcd || die "the stack is not up"
+  case $name in
+    kube-apiserver)
+      # One second to drain, then killed: its open watches would otherwise
+      # hold it 15 s in graceful shutdown. An outage, not a handover.
+      stop -g 1 kube-apiserver
+      sleep "$down"
+      control_plane_up
+      ;;
+    contour-external | contour-internal)
+      local ip
+      stop "$name"
+      sleep "$down"
+      contour_up "$name"
+      # Ready is when every Envoy pod of the fleet serves through the new
+      # Contour: it answers /ready only once its first snapshot is built.
+      retry 60 curl -fsS --max-time 1 "http://127.0.0.1:$((CONTOUR_PORT_BASE[$name] + 1))/healthz" ||
+        die "$name is not healthy after its restart; see $LOGS/$name.log"
+      for ip in $(envoy_pod_ips "$name"); do
+        retry 30 probe_envoy "$ip:8080" "$name" || die "Envoy pod $ip of $name does not serve after $name restarted"
+      done
+      ;;
+    *) die "restart knows kube-apiserver, contour-external and contour-internal, not ${name:-nothing}" ;;
+  esac
+  log "$name restarted (down ${down}s)"
+}
+
+# scale-envoy FLEET N: the fleet's Envoy Deployment scaled to N; waits until
+# N pods are Ready (none terminating) and each serves the stack's probe route.
+# Which pod goes on a scale-down is the ReplicaSet's choice; annotate one
+# with controller.kubernetes.io/pod-deletion-cost to choose it.
+cmd_scale_envoy() {
+  local ns=${1:-} replicas=${2:-} ip
+  [[ " ${FLEETS[*]} " == *" $ns "* ]] || die "scale-envoy: unknown fleet ${ns:-''} (one of ${FLEETS[*]})"
+  [[ $replicas =~ ^[0-9]+$ && $replicas -ge 1 ]] || die "scale-envoy: N must be a positive number"
+  alive etcd || die "the stack is not up"
+  kubectl scale deployment/envoy -n "$ns" --replicas="$replicas" >/dev/null
+  retry 120 envoy_settled "$ns" "$replicas" || die "Envoy pods of $ns did not settle at $replicas: $(kubectl get pods -n "$ns" -o wide 2>&1)"
+  for ip in $(envoy_pod_ips "$ns"); do
+    retry 30 probe_envoy "$ip:8080" "$ns" || die "Envoy pod $ip of $ns does not serve the stack's probe route"
+  done
+  log "$ns: $replicas Envoy pods Ready ($(envoy_pod_ips "$ns" | tr '\n' ' '))"
+}
+
+# envoy_settled FLEET N: exactly N Envoy pods, all Ready, none terminating
+envoy_settled() {
+  envoy_pods_ready "$1" "$2" && [[ $(kubectl get pods -n "$1" -l app=envoy -o name | wc -l) -eq $2 ]]
+}
+
 case ${1:-} in
   up) shift; cmd_up "$@" ;;
   down) cmd_down ;;
   env) cmd_env ;;
   status) cmd_status ;;
-  *) echo "usage: $0 up [--envoy-replicas N] | down | env | status" >&2; exit 2 ;;
+  restart) shift; cmd_restart "$@" ;;
+  scale-envoy) shift; cmd_scale_envoy "$@" ;;
+  *) echo "usage: $0 up [--envoy-replicas N] | down | env | status | restart NAME [--down S] | scale-envoy FLEET N" >&2; exit 2 ;;
 esac

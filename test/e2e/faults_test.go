@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,12 +19,67 @@ import (
 	"github.com/hitless/hitless/test/harness"
 )
 
-// controller runs hack/controller.sh with the given verb.
-func controller(t *testing.T, verb string) {
+// controller runs hack/controller.sh with the given verb and arguments.
+func controller(t *testing.T, args ...string) {
 	t.Helper()
-	out, err := exec.Command("../../hack/controller.sh", verb).CombinedOutput()
+	out, err := exec.Command("../../hack/controller.sh", args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("hack/controller.sh %s: %v\n%s", verb, err, out)
+		t.Fatalf("hack/controller.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// stack runs hack/stack.sh with the given arguments (restart, scale-envoy).
+func stack(t *testing.T, args ...string) {
+	t.Helper()
+	if err := stackErr(args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func stackErr(args ...string) error {
+	out, err := exec.Command("../../hack/stack.sh", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("hack/stack.sh %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// reportFault logs the one line per fault that the table of `make
+// test-faults` is built from, logs the first failures, and fails the test
+// when any request failed. Timings are printed, never asserted.
+func reportFault(t *testing.T, name string, s harness.Summary, converge time.Duration) {
+	t.Helper()
+	t.Logf("fault: name=%s requests=%d failed=%d converge_s=%.1f", name, s.Requests, s.Failed(), converge.Seconds())
+	t.Logf("load: %s", s)
+	for _, f := range s.Failures {
+		t.Log(f)
+	}
+	if s.Failed() != 0 {
+		t.Errorf("%d of %d requests failed or came from a backend not allowed then", s.Failed(), s.Requests)
+	}
+	if s.Requests == 0 {
+		t.Error("no request was sent: the load did not run")
+	}
+}
+
+// waitWarmReleased waits until no warm proxy is left in the namespace.
+func waitWarmReleased(ctx context.Context, t *testing.T, c *harness.Clients, ns string) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := c.Contour.ProjectcontourV1().HTTPProxies(ns).List(ctx, metav1.ListOptions{LabelSelector: resources.LabelRole + "=" + resources.RoleWarm})
+		return err == nil && len(list.Items) == 0, nil
+	}); err != nil {
+		t.Errorf("warm proxies left behind: %v", err)
+	}
+}
+
+// twoHosts returns the rules of a KIngress with one external and one
+// cluster-local host, both to backend.
+func twoHosts(ext, local, backend string) []harness.Rule {
+	split := []harness.Split{{Backend: backend, Percent: 100}}
+	return []harness.Rule{
+		{Host: ext, Visibility: v1alpha1.IngressVisibilityExternalIP, Splits: split},
+		{Host: local, Visibility: v1alpha1.IngressVisibilityClusterLocal, Splits: split},
 	}
 }
 
@@ -40,13 +96,7 @@ func TestFaultControllerKilledMidRollout(t *testing.T) {
 
 	ext := "kill." + ns + ".example.com"
 	local := "kill." + ns + ".svc.cluster.local"
-	rules := func(backend string) []harness.Rule {
-		split := []harness.Split{{Backend: backend, Percent: 100}}
-		return []harness.Rule{
-			{Host: ext, Visibility: v1alpha1.IngressVisibilityExternalIP, Splits: split},
-			{Host: local, Visibility: v1alpha1.IngressVisibilityClusterLocal, Splits: split},
-		}
-	}
+	rules := func(backend string) []harness.Rule { return twoHosts(ext, local, backend) }
 	name := func(i int) string { return fmt.Sprintf("k%d", i) }
 	if err := c.CreateBackend(ctx, ns, name(0)); err != nil {
 		t.Fatal(err)
@@ -60,6 +110,8 @@ func TestFaultControllerKilledMidRollout(t *testing.T) {
 
 	load, stopLoad := startLoad(ctx, t, c, envInt("FAULT_RPS", 100), ext, local, name(0))
 
+	// converge_s of this fault: the slowest rollout, kill and restart included.
+	var slowest time.Duration
 	for i := 1; i <= rollouts; i++ {
 		if err := c.CreateBackend(ctx, ns, name(i)); err != nil {
 			t.Fatal(err)
@@ -80,26 +132,17 @@ func TestFaultControllerKilledMidRollout(t *testing.T) {
 			t.Fatalf("rollout %d (killed %v in): %v", i, after, err)
 		}
 		load.Allow(name(i))
-		t.Logf("rollout %2d: killed %3dms in, Ready at generation %d after %v", i, after.Milliseconds(), ing.Generation, time.Since(start).Round(time.Millisecond))
+		took := time.Since(start)
+		slowest = max(slowest, took)
+		t.Logf("rollout %2d: killed %3dms in, Ready at generation %d after %v", i, after.Milliseconds(), ing.Generation, took.Round(time.Millisecond))
 		if err := c.DeleteBackend(ctx, ns, name(i-1)); err != nil {
 			t.Fatal(err)
 		}
 	}
 
 	// Warm proxies are released after the hold, by whichever process runs.
-	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := c.Contour.ProjectcontourV1().HTTPProxies(ns).List(ctx, metav1.ListOptions{LabelSelector: resources.LabelRole + "=" + resources.RoleWarm})
-		return err == nil && len(list.Items) == 0, nil
-	}); err != nil {
-		t.Errorf("warm proxies left behind: %v", err)
-	}
+	waitWarmReleased(ctx, t, c, ns)
 	stopLoad()
-	s := load.Summarize()
-	t.Logf("load: %s over %d Envoy pods, %d controller kills", s, len(load.Targets), rollouts)
-	for _, f := range s.Failures {
-		t.Log(f)
-	}
-	if s.Failed() != 0 {
-		t.Errorf("%d of %d requests failed or came from a backend not allowed then", s.Failed(), s.Requests)
-	}
+	t.Logf("%d controller kills, load over %d Envoy pods", rollouts, len(load.Targets))
+	reportFault(t, "controller-killed", load.Summarize(), slowest)
 }

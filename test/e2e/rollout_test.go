@@ -125,17 +125,32 @@ func TestRolloutDropsNothing(t *testing.T) {
 func startLoad(ctx context.Context, t *testing.T, c *harness.Clients, rps int, ext, local, first string) (*harness.Load, func()) {
 	t.Helper()
 	var targets []harness.Target
-	for _, f := range []struct{ fleet, host string }{{external, ext}, {internal, local}} {
-		pods := c.EnvoyPods(ctx, f.fleet)
-		if len(pods) == 0 {
-			t.Fatalf("fleet %s has no ready Envoy pod", f.fleet)
-		}
-		for _, ip := range pods {
-			targets = append(targets, harness.Target{Addr: ip + ":8080", Host: f.host})
-		}
+	targets = append(targets, fleetTargets(ctx, t, c, external, ext)...)
+	targets = append(targets, fleetTargets(ctx, t, c, internal, local)...)
+	return startLoadOn(ctx, rps, targets, first)
+}
+
+// fleetTargets returns one load target per ready Envoy pod of a fleet, each
+// asked for host.
+func fleetTargets(ctx context.Context, t *testing.T, c *harness.Clients, fleet, host string) []harness.Target {
+	t.Helper()
+	pods := c.EnvoyPods(ctx, fleet)
+	if len(pods) == 0 {
+		t.Fatalf("fleet %s has no ready Envoy pod", fleet)
 	}
+	var targets []harness.Target
+	for _, ip := range pods {
+		targets = append(targets, harness.Target{Addr: ip + ":8080", Host: host})
+	}
+	return targets
+}
+
+// startLoadOn sends rps requests/s spread over the given targets, allowing
+// only the backends in first to answer until told otherwise; the returned
+// func stops the load and waits for it.
+func startLoadOn(ctx context.Context, rps int, targets []harness.Target, first ...string) (*harness.Load, func()) {
 	load := &harness.Load{Targets: targets, RPS: rps}
-	load.Allow(first)
+	load.Allow(first...)
 	lctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -67,10 +67,21 @@ func (c *Clients) CreateNamespace(ctx context.Context, prefix string) (string, f
 // (it answers with the request it saw) behind a Service of the same name,
 // and waits until the Service has a ready endpoint.
 func (c *Clients) CreateBackend(ctx context.Context, ns, name string) error {
-	labels := map[string]string{"app": name}
+	if err := c.CreateBackendPod(ctx, ns, name); err != nil {
+		return err
+	}
+	if err := c.CreateBackendService(ctx, ns, name); err != nil {
+		return err
+	}
+	return c.WaitBackendReady(ctx, ns, name)
+}
+
+// CreateBackendPod starts the Pod of a backend (see CreateBackend) without
+// waiting for it.
+func (c *Clients) CreateBackendPod(ctx context.Context, ns, name string) error {
 	grace := int64(5)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: backendLabels(name)},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: &grace,
 			Containers: []corev1.Container{{
@@ -88,19 +99,32 @@ func (c *Clients) CreateBackend(ctx context.Context, ns, name string) error {
 	if _, err := c.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create pod %s/%s: %w", ns, name, err)
 	}
+	return nil
+}
+
+// CreateBackendService creates the Service of a backend (port 80 to the
+// Pod's 8080). Alone, it is a backend without ready endpoints.
+func (c *Clients) CreateBackendService(ctx context.Context, ns, name string) error {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{
+		Spec: corev1.ServiceSpec{Selector: backendLabels(name), Ports: []corev1.ServicePort{{
 			Name: "http", Port: 80, TargetPort: intstr.FromInt(8080),
 		}}},
 	}
 	if _, err := c.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create service %s/%s: %w", ns, name, err)
 	}
+	return nil
+}
+
+// WaitBackendReady waits until the Service of a backend has a ready endpoint.
+func (c *Clients) WaitBackendReady(ctx context.Context, ns, name string) error {
 	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		return len(c.ReadyIPs(ctx, ns, name)) > 0, nil
 	})
 }
+
+func backendLabels(name string) map[string]string { return map[string]string{"app": name} }
 
 // DeleteBackend deletes the Pod and Service of a backend.
 func (c *Clients) DeleteBackend(ctx context.Context, ns, name string) error {
@@ -197,6 +221,25 @@ func (c *Clients) WaitReady(ctx context.Context, ns, name string, timeout time.D
 	})
 	if err != nil && last != nil {
 		return last, fmt.Errorf("KIngress %s/%s not Ready (is the controller running?): %w; conditions: %+v", ns, name, err, last.Status.Conditions)
+	}
+	return last, err
+}
+
+// WaitFor waits until done holds for the KIngress and returns it; on
+// timeout the error carries its last conditions. Errors reading it (an API
+// server that is away) are retried until the timeout.
+func (c *Clients) WaitFor(ctx context.Context, ns, name string, timeout time.Duration, what string, done func(*v1alpha1.Ingress) bool) (*v1alpha1.Ingress, error) {
+	var last *v1alpha1.Ingress
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		got, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		last = got
+		return done(got), nil
+	})
+	if err != nil && last != nil {
+		return last, fmt.Errorf("KIngress %s/%s: %s: %w; conditions: %+v", ns, name, what, err, last.Status.Conditions)
 	}
 	return last, err
 }
