@@ -36,6 +36,12 @@ trap cleanup EXIT
 hack/serving.sh up
 eval "$(hack/serving.sh env)"
 export KUBECONFIG SYSTEM_NAMESPACE GATEWAY_OVERRIDE GATEWAY_NAMESPACE_OVERRIDE KO_DOCKER_REPO SERVING_DOMAIN
+# As Serving's own e2e runs (test/config/ytt/core/overlay-config-deployment.yaml):
+# a Revision whose pods never become available fails after 120 s rather than
+# 600 s, which TestContainerExitingMsg waits for (a crash alone changes no
+# Deployment status, so nothing else re-reconciles the Revision).
+"$kubectl" -n "$SYSTEM_NAMESPACE" patch configmap config-deployment --type=merge \
+  -p '{"data":{"progress-deadline":"120s"}}' >/dev/null
 for ns in serving-tests serving-tests-alt; do
   "$kubectl" get namespace "$ns" >/dev/null 2>&1 || "$kubectl" create namespace "$ns" >/dev/null
 done

@@ -340,7 +340,15 @@ func (m *mountPoints) ensure(p string, dir bool) error {
 		}
 	}
 	if dir {
-		return os.Mkdir(p, 0o755)
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return err
+		}
+		// Made here, in the tmpfs root or an overlay: the container's own, so
+		// deeper mount points are created in it directly. (An overlay on it
+		// would fail: /does/not/matter, a path Serving's volume tests use,
+		// needs /does and then /does/not.)
+		m.safe = append(m.safe, p)
+		return nil
 	}
 	return os.WriteFile(p, nil, 0o644)
 }

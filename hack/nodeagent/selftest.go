@@ -88,7 +88,7 @@ func selftestServer(args []string) {
 		json.NewEncoder(w).Encode(map[string]string{
 			"hostname": host, "wd": wd,
 			"POD_NAME": os.Getenv("POD_NAME"), "POD_IP": os.Getenv("POD_IP"), "MESSAGE": os.Getenv("MESSAGE"),
-			"init": read("/data/init.txt"), "labels": read("/etc/podinfo/labels"),
+			"init": read("/selftest/nested/data/init.txt"), "labels": read("/etc/podinfo/labels"),
 			"resolv": read("/etc/resolv.conf"), "hosts": read("/etc/hosts"),
 		})
 	})
@@ -118,9 +118,10 @@ func selftestPod(name string, policy corev1.RestartPolicy, init []corev1.Contain
 }
 
 func serverPod(name string) *corev1.Pod {
-	mounts := []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "podinfo", MountPath: "/etc/podinfo", ReadOnly: true}}
+	// a mount path whose parents are absent on the host, two levels deep
+	mounts := []corev1.VolumeMount{{Name: "data", MountPath: "/selftest/nested/data"}, {Name: "podinfo", MountPath: "/etc/podinfo", ReadOnly: true}}
 	init := corev1.Container{Name: "setup", Image: "example.local/hitless/selftest:latest",
-		Args: []string{selftestWriteArg, "/data/init.txt", "hello from init of $(POD_NAME)"}, VolumeMounts: mounts,
+		Args: []string{selftestWriteArg, "/selftest/nested/data/init.txt", "hello from init of $(POD_NAME)"}, VolumeMounts: mounts,
 		Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}
 	server := corev1.Container{Name: "server", Image: "example.local/hitless/selftest:latest@sha256:0000",
 		Args: []string{selftestServerArg, "--port", "8080"}, VolumeMounts: mounts,
@@ -287,7 +288,7 @@ func runSelftest(ctx context.Context, cfg config) (err error) {
 		check(got["hostname"] == name, "%s: GET http://%s:8080/ answered from hostname %q", name, p.Status.PodIP, got["hostname"])
 		check(got["POD_IP"] == p.Status.PodIP && got["MESSAGE"] == fmt.Sprintf("I am %s at %s", name, p.Status.PodIP),
 			"%s: env POD_IP=%q MESSAGE=%q", name, got["POD_IP"], got["MESSAGE"])
-		check(got["init"] == "hello from init of "+name, "%s: init container wrote /data/init.txt: %q", name, got["init"])
+		check(got["init"] == "hello from init of "+name, "%s: init container wrote /selftest/nested/data/init.txt: %q", name, got["init"])
 		check(got["labels"] == fmt.Sprintf("app=%q", name), "%s: downwardAPI /etc/podinfo/labels: %q", name, got["labels"])
 		check(strings.HasPrefix(got["resolv"], "nameserver "+selftestGW+"\nsearch selftest.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5"),
 			"%s: /etc/resolv.conf is the pod's: %q", name, got["resolv"])
@@ -295,7 +296,7 @@ func runSelftest(ctx context.Context, cfg config) (err error) {
 		check(strings.HasPrefix(got["wd"], cfg.stateDir), "%s: working dir %s is under the state dir", name, got["wd"])
 	}
 	check(ips["web-a"] != "" && ips["web-a"] != ips["web-b"], "pods have distinct IPs: %v", ips)
-	for _, p := range []string{"/data", "/etc/podinfo"} {
+	for _, p := range []string{"/selftest", "/etc/podinfo"} {
 		_, err := os.Stat(p)
 		check(os.IsNotExist(err), "host filesystem untouched: %s does not exist on the host", p)
 	}
