@@ -102,8 +102,22 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 	if err != nil {
 		return err
 	}
-	if conflict := r.hostConflict(ing, desired.Proxies); conflict != "" {
+	if conflict, losing := r.hostConflict(ing, desired.Proxies); conflict != "" {
 		markBadInput(ing, ReasonHostConflict, conflict)
+		// Our proxy of a host someone claimed first serves nothing (Contour
+		// invalidates every proxy of a duplicated host) and keeps the first
+		// claim from serving: it goes. A proxy Contour still calls valid is
+		// never deleted here.
+		for _, p := range losing {
+			if p.Status.CurrentStatus == "valid" {
+				continue
+			}
+			if err := r.contourClient.ProjectcontourV1().HTTPProxies(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+				Preconditions: &metav1.Preconditions{UID: &p.UID},
+			}); err != nil && !apierrs.IsNotFound(err) {
+				return fmt.Errorf("failed to delete HTTPProxy %s/%s of a host claimed first by another: %w", p.Namespace, p.Name, err)
+			}
+		}
 		return nil
 	}
 
@@ -261,28 +275,48 @@ func (r *Reconciler) observe(ing *v1alpha1.Ingress) (rollout.Observed, error) {
 	return obs, nil
 }
 
-// hostConflict names a proxy not controlled by this KIngress that already
-// serves one of its hosts; the older claim wins.
-func (r *Reconciler) hostConflict(ing *v1alpha1.Ingress, desired []*contourv1.HTTPProxy) string {
+// hostConflict names a proxy not controlled by this KIngress that claimed
+// one of its hosts first (resources.FirstClaim), and returns this KIngress's
+// own proxies of such hosts. When two KIngresses race for a host, both
+// proxies exist for a moment; both owners then agree on which one stays.
+func (r *Reconciler) hostConflict(ing *v1alpha1.Ingress, desired []*contourv1.HTTPProxy) (string, []*contourv1.HTTPProxy) {
+	msg := ""
+	var losing []*contourv1.HTTPProxy
 	for _, d := range desired {
-		others, err := r.proxyIndexer.ByIndex(fqdnIndex, d.Spec.VirtualHost.Fqdn)
+		claims, err := r.proxyIndexer.ByIndex(fqdnIndex, d.Spec.VirtualHost.Fqdn)
 		if err != nil {
 			continue
 		}
-		for _, o := range others {
+		var mine, first *contourv1.HTTPProxy
+		for _, o := range claims {
+			if p, ok := o.(*contourv1.HTTPProxy); ok && metav1.IsControlledBy(p, ing) {
+				mine = p
+			}
+		}
+		for _, o := range claims {
 			p, ok := o.(*contourv1.HTTPProxy)
-			if !ok || metav1.IsControlledBy(p, ing) {
+			if !ok || metav1.IsControlledBy(p, ing) || (mine != nil && resources.FirstClaim(mine, p)) {
 				continue
 			}
+			first = p
+			break
+		}
+		if first == nil {
+			continue
+		}
+		if mine != nil {
+			losing = append(losing, mine)
+		}
+		if msg == "" {
 			owner := "a user's HTTPProxy"
-			if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "Ingress" {
-				owner = "the KIngress " + p.Namespace + "/" + ref.Name
+			if ref := metav1.GetControllerOf(first); ref != nil && ref.Kind == "Ingress" {
+				owner = "the KIngress " + first.Namespace + "/" + ref.Name
 			}
-			return fmt.Sprintf("host %q is already served by HTTPProxy %s/%s (%s): remove that claim or choose another host",
-				d.Spec.VirtualHost.Fqdn, p.Namespace, p.Name, owner)
+			msg = fmt.Sprintf("host %q is already served by HTTPProxy %s/%s (%s): remove that claim or choose another host",
+				d.Spec.VirtualHost.Fqdn, first.Namespace, first.Name, owner)
 		}
 	}
-	return ""
+	return msg, losing
 }
 
 // applyAll creates or updates each desired proxy, copying only what we own

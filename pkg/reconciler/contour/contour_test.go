@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgotesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	rtesting "knative.dev/pkg/reconciler/testing"
 
@@ -56,6 +57,27 @@ func TestReconcile(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "mine"},
 		Spec:       contourv1.HTTPProxySpec{VirtualHost: &contourv1.VirtualHost{Fqdn: "hello.example.com"}},
 	}
+	// Two KIngresses raced for hello.example.com: ours was created a second
+	// after the other's, and Contour invalidated both.
+	t0 := metav1.NewTime(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(time.Second))
+	raceLoser := blueServing.Proxies[0].DeepCopy()
+	raceLoser.CreationTimestamp = t1
+	raceLoser.Status.CurrentStatus = "invalid"
+	raceWinner := &contourv1.HTTPProxy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "first", CreationTimestamp: t0,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "networking.internal.knative.dev/v1alpha1",
+				Kind: "Ingress", Name: "first", UID: "other-uid", Controller: ptr.To(true)}}},
+		Spec:   contourv1.HTTPProxySpec{VirtualHost: &contourv1.VirtualHost{Fqdn: "hello.example.com"}},
+		Status: contourv1.HTTPProxyStatus{CurrentStatus: "invalid"},
+	}
+
+	raceFirst := raceLoser.DeepCopy()
+	raceFirst.CreationTimestamp = t0
+	raceFirst.Status.Description = `fqdn "hello.example.com" is used in multiple HTTPProxies`
+	raceSecond := raceWinner.DeepCopy()
+	raceSecond.CreationTimestamp = t1
+
 	invalid := greenServing.Proxies[0].DeepCopy()
 	invalid.Generation = 1
 	invalid.Status = contourv1.HTTPProxyStatus{
@@ -218,6 +240,22 @@ func TestReconcile(t *testing.T) {
 		Objects: objs(pods, []runtime.Object{ing("blue"), service("blue"), userProxy}),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(badInput(ReasonHostConflict,
 			`host "hello.example.com" is already served by HTTPProxy team/mine (a user's HTTPProxy): remove that claim or choose another host`))))},
+	}, {
+		Name:    "two KIngresses raced for a host: the younger claim steps back and deletes its invalidated proxy",
+		Key:     "default/hello",
+		Objects: objs(pods, []runtime.Object{ing("blue"), service("blue"), raceLoser, raceWinner}),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(badInput(ReasonHostConflict,
+			`host "hello.example.com" is already served by HTTPProxy other/first (the KIngress other/first): remove that claim or choose another host`))))},
+		WantDeletes: []clientgotesting.DeleteActionImpl{deleteOf(raceLoser)},
+	}, {
+		Name:    "two KIngresses raced for a host: the first claim keeps its proxy and goes on",
+		Key:     "default/hello",
+		Objects: objs(pods, []runtime.Object{ing("blue"), service("blue"), raceFirst, raceSecond}),
+		// Contour's verdict stands until the younger claim's proxy is gone;
+		// that change re-reconciles this KIngress.
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(func(i *v1alpha1.Ingress) {
+			markProxyInvalid(i, raceFirst.Name, raceFirst.Status.Description)
+		})))},
 	}, {
 		Name:        "no Envoy pod to ask: NotReady naming the Envoy Service, never Ready",
 		Key:         "default/hello",
