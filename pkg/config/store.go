@@ -3,6 +3,7 @@ package config
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	netcfg "knative.dev/networking/pkg/config"
 	"knative.dev/pkg/configmap"
 )
@@ -43,19 +44,35 @@ type Store struct {
 	*configmap.UntypedStore
 }
 
-// NewStore returns a Store; onAfterStore runs after each accepted change
-// (the controller uses it to resync every KIngress).
-func NewStore(logger configmap.Logger, onAfterStore ...func(name string, value interface{})) *Store {
+// NewStore returns a Store; onInvalid (may be nil) is told of each rejected
+// ConfigMap, so that the rejection can be shown where an operator looks (an
+// event on the ConfigMap), not only in the controller's log; onAfterStore
+// runs after each accepted change (the controller uses it to resync every
+// KIngress).
+func NewStore(logger configmap.Logger, onInvalid func(*corev1.ConfigMap, error), onAfterStore ...func(name string, value interface{})) *Store {
 	return &Store{
 		UntypedStore: configmap.NewUntypedStore(
 			"hitless",
 			logger,
 			configmap.Constructors{
-				ContourConfigName:    NewContourFromConfigMap,
-				netcfg.ConfigMapName: netcfg.NewConfigFromConfigMap,
+				ContourConfigName:    reportInvalid(NewContourFromConfigMap, onInvalid),
+				netcfg.ConfigMapName: reportInvalid(netcfg.NewConfigFromConfigMap, onInvalid),
 			},
 			onAfterStore...,
 		),
+	}
+}
+
+// reportInvalid wraps a ConfigMap constructor so that its errors also reach
+// onInvalid; the error still goes back to the store, which keeps the last
+// valid value.
+func reportInvalid[T any](parse func(*corev1.ConfigMap) (T, error), onInvalid func(*corev1.ConfigMap, error)) func(*corev1.ConfigMap) (T, error) {
+	return func(cm *corev1.ConfigMap) (T, error) {
+		v, err := parse(cm)
+		if err != nil && onInvalid != nil {
+			onInvalid(cm, err)
+		}
+		return v, err
 	}
 }
 

@@ -296,8 +296,28 @@ func TestFaultBadInput(t *testing.T) {
 			bad.Data = map[string]string{}
 		}
 		bad.Data[config.VisibilityKey] = "ExternalIP: [this is not a map"
+		before := metav1.Now().Rfc3339Copy() // events carry whole seconds
 		if _, err := cms.Update(ctx, bad, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
+		}
+		// An operator sees the rejection on the ConfigMap itself: a Warning
+		// event naming the key.
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			evs, err := c.Kube.CoreV1().Events(leaseNamespace).List(ctx, metav1.ListOptions{
+				FieldSelector: "involvedObject.kind=ConfigMap,involvedObject.name=" + config.ContourConfigName})
+			if err != nil {
+				return false, nil
+			}
+			for _, e := range evs.Items {
+				if e.Type == corev1.EventTypeWarning && e.Reason == "InvalidConfig" && strings.Contains(e.Message, config.VisibilityKey) &&
+					!e.LastTimestamp.Before(&before) {
+					t.Logf("event on %s: %s", config.ContourConfigName, e.Message)
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			t.Errorf("no Warning event InvalidConfig naming %q on ConfigMap %s/%s", config.VisibilityKey, leaseNamespace, config.ContourConfigName)
 		}
 		// The last valid configuration stays in force: a KIngress created
 		// now is served as before, and so is the one under load.

@@ -9,12 +9,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"knative.dev/networking/pkg/apis/networking"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	ingressinformer "knative.dev/networking/pkg/client/injection/informers/networking/v1alpha1/ingress"
 	ingressreconciler "knative.dev/networking/pkg/client/injection/reconciler/networking/v1alpha1/ingress"
 	netcfg "knative.dev/networking/pkg/config"
+	kubeclient "knative.dev/pkg/client/injection/kube/client"
 	serviceinformer "knative.dev/pkg/client/injection/kube/informers/core/v1/service"
 	endpointsliceinformer "knative.dev/pkg/client/injection/kube/informers/discovery/v1/endpointslice"
 	"knative.dev/pkg/configmap"
@@ -45,6 +49,13 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 // or config-network re-reconciles every KIngress of the class.
 func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class string) *controller.Impl {
 	logger := logging.FromContext(ctx)
+	// One recorder for the generated reconciler (it takes the one in ctx)
+	// and for the events this wiring records itself.
+	recorder := controller.GetEventRecorder(ctx)
+	if recorder == nil {
+		recorder = newEventRecorder(ctx)
+		ctx = controller.WithEventRecorder(ctx, recorder)
+	}
 
 	ingInformer := ingressinformer.Get(ctx)
 	proxyInf := proxyinformer.Get(ctx)
@@ -80,7 +91,13 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		resync := configmap.TypeFilter(&config.Contour{}, &netcfg.Config{})(func(string, interface{}) {
 			impl.FilteredGlobalResync(classFilter(class), ingInformer.Informer())
 		})
-		store = config.NewStore(logger.Named("config-store"), resync)
+		// A rejected ConfigMap keeps the last valid configuration in force;
+		// the Warning event on it tells the operator which key to fix.
+		invalid := func(cm *corev1.ConfigMap, err error) {
+			recorder.Eventf(cm, corev1.EventTypeWarning, ReasonInvalidConfig,
+				"ConfigMap %s/%s rejected, the last valid configuration stays in force: %v", cm.Namespace, cm.Name, err)
+		}
+		store = config.NewStore(logger.Named("config-store"), invalid, resync)
 		store.WatchConfigs(cmw)
 		return controller.Options{ConfigStore: store, PromoteFilterFunc: classFilter(class)}
 	})
@@ -166,4 +183,16 @@ func stripManagedFields(obj interface{}) (interface{}, error) {
 		acc.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// newEventRecorder records events to the API as the controller's component,
+// until ctx is done.
+func newEventRecorder(ctx context.Context) record.EventRecorder {
+	broadcaster := record.NewBroadcaster()
+	sink := broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kubeclient.Get(ctx).CoreV1().Events("")})
+	go func() {
+		<-ctx.Done()
+		sink.Stop()
+	}()
+	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "hitless-controller"})
 }

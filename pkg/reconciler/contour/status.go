@@ -15,6 +15,9 @@ const (
 	ReasonNoEnvoyPods  = "NoEnvoyPods"
 	ReasonHostConflict = "HostConflict"
 	ReasonProxyInvalid = "HTTPProxyInvalid"
+	// ReasonInvalidConfig is the Warning event on a rejected config-contour
+	// or config-network.
+	ReasonInvalidConfig = "InvalidConfig"
 )
 
 // markBadInput records input a user must fix: nothing was written for it.
