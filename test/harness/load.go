@@ -191,6 +191,20 @@ func (l *Load) Summarize() Summary {
 	return s
 }
 
+// CountFailed counts the requests that failed (no answer, or not a 2xx) and
+// match, so a test can tell apart failures of a known cause it reports.
+func (l *Load) CountFailed(match func(Result) bool) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.results {
+		if (r.Code < 200 || r.Code > 299) && match(r) {
+			n++
+		}
+	}
+	return n
+}
+
 func (s *Summary) fail(msg string) {
 	if len(s.Failures) < 20 {
 		s.Failures = append(s.Failures, msg)
