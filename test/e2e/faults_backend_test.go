@@ -41,10 +41,10 @@ func TestFaultBackendGoneDuringWarm(t *testing.T) {
 		}
 	}
 	var targets []harness.Target
-	targets = append(targets, fleetTargets(ctx, t, c, external, xExt)...)
-	targets = append(targets, fleetTargets(ctx, t, c, internal, xLocal)...)
-	targets = append(targets, fleetTargets(ctx, t, c, external, yExt)...)
-	targets = append(targets, fleetTargets(ctx, t, c, internal, yLocal)...)
+	targets = append(targets, c.MustFleetTargets(ctx, t, external, xExt)...)
+	targets = append(targets, c.MustFleetTargets(ctx, t, internal, xLocal)...)
+	targets = append(targets, c.MustFleetTargets(ctx, t, external, yExt)...)
+	targets = append(targets, c.MustFleetTargets(ctx, t, internal, yLocal)...)
 	load, stopLoad := startLoadOn(ctx, envInt("FAULT_RPS", 100), targets, "x0", "y0")
 
 	// rollY moves y to a fresh backend and waits for Ready, while x is stuck.

@@ -111,7 +111,7 @@ func TestFaultEnvoyPodsChangeMidRollout(t *testing.T) {
 	for _, ip := range ips[1:] {
 		targets = append(targets, harness.Target{Addr: ip + ":8080", Host: ext})
 	}
-	targets = append(targets, fleetTargets(ctx, t, c, internal, local)...)
+	targets = append(targets, c.MustFleetTargets(ctx, t, internal, local)...)
 	load, stopLoad := startLoadOn(ctx, envInt("FAULT_RPS", 100), targets, "old")
 
 	// The new backend's Service, without its pod: Warm cannot finish.

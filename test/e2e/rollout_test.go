@@ -5,10 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -125,24 +123,9 @@ func TestRolloutDropsNothing(t *testing.T) {
 func startLoad(ctx context.Context, t *testing.T, c *harness.Clients, rps int, ext, local, first string) (*harness.Load, func()) {
 	t.Helper()
 	var targets []harness.Target
-	targets = append(targets, fleetTargets(ctx, t, c, external, ext)...)
-	targets = append(targets, fleetTargets(ctx, t, c, internal, local)...)
+	targets = append(targets, c.MustFleetTargets(ctx, t, external, ext)...)
+	targets = append(targets, c.MustFleetTargets(ctx, t, internal, local)...)
 	return startLoadOn(ctx, rps, targets, first)
-}
-
-// fleetTargets returns one load target per ready Envoy pod of a fleet, each
-// asked for host.
-func fleetTargets(ctx context.Context, t *testing.T, c *harness.Clients, fleet, host string) []harness.Target {
-	t.Helper()
-	pods := c.EnvoyPods(ctx, fleet)
-	if len(pods) == 0 {
-		t.Fatalf("fleet %s has no ready Envoy pod", fleet)
-	}
-	var targets []harness.Target
-	for _, ip := range pods {
-		targets = append(targets, harness.Target{Addr: ip + ":8080", Host: host})
-	}
-	return targets
 }
 
 // startLoadOn sends rps requests/s spread over the given targets, allowing
@@ -151,16 +134,7 @@ func fleetTargets(ctx context.Context, t *testing.T, c *harness.Clients, fleet, 
 func startLoadOn(ctx context.Context, rps int, targets []harness.Target, first ...string) (*harness.Load, func()) {
 	load := &harness.Load{Targets: targets, RPS: rps}
 	load.Allow(first...)
-	lctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); load.Run(lctx) }()
-	return load, func() { cancel(); wg.Wait() }
+	return load, load.Start(ctx)
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
+var envInt = harness.EnvInt

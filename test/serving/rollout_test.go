@@ -12,9 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -60,8 +58,8 @@ func TestServingRolloutDropsNothing(t *testing.T) {
 	t.Cleanup(cleanup)
 	svcs := dyn.Resource(ksvcs).Namespace(ns)
 
-	updates := envInt("ROLLOUT_UPDATES", 20)
-	rps := envInt("ROLLOUT_RPS", 100)
+	updates := harness.EnvInt("ROLLOUT_UPDATES", 20)
+	rps := harness.EnvInt("ROLLOUT_RPS", 100)
 	domain := os.Getenv("SERVING_DOMAIN")
 	if domain == "" {
 		domain = domainDefault
@@ -81,8 +79,8 @@ func TestServingRolloutDropsNothing(t *testing.T) {
 
 	// Load on the public host through the external fleet and on the
 	// cluster-local host through the internal one, every Envoy pod.
-	targets := append(fleetTargets(ctx, t, c, "contour-external", fmt.Sprintf("%s.%s.%s", name, ns, domain)),
-		fleetTargets(ctx, t, c, "contour-internal", fmt.Sprintf("%s.%s.svc.cluster.local", name, ns))...)
+	targets := append(c.MustFleetTargets(ctx, t, "contour-external", fmt.Sprintf("%s.%s.%s", name, ns, domain)),
+		c.MustFleetTargets(ctx, t, "contour-internal", fmt.Sprintf("%s.%s.svc.cluster.local", name, ns))...)
 	load, stop := startLoad(ctx, targets, rps, first)
 
 	// 1. ROLLOUT_UPDATES new Revisions, 100% to latest.
@@ -107,7 +105,7 @@ func TestServingRolloutDropsNothing(t *testing.T) {
 		prev = next
 	}
 	s := load.Summarize()
-	t.Logf("%d updates: %s; Knative Service Ready after p50 %v, max %v", updates, s, pct(readyIn, 50), pct(readyIn, 100))
+	t.Logf("%d updates: %s; Knative Service Ready after p50 %v, max %v", updates, s, harness.Percentile(readyIn, 50), harness.Percentile(readyIn, 100))
 	logFailures(t, s)
 
 	// 2. A split between the last two Revisions, each with a tag (a new host
@@ -134,7 +132,7 @@ func TestServingRolloutDropsNothing(t *testing.T) {
 	var stopTagged []func()
 	for tag, rev := range map[string]string{"older": older, "latest": latest} {
 		host := fmt.Sprintf("%s-%s.%s.%s", tag, name, ns, domain)
-		l, st := startLoad(ctx, fleetTargets(ctx, t, c, "contour-external", host), rps/4+1, rev)
+		l, st := startLoad(ctx, c.MustFleetTargets(ctx, t, "contour-external", host), rps/4+1, rev)
 		tagged[tag], stopTagged = l, append(stopTagged, st)
 	}
 	time.Sleep(10 * time.Second)
@@ -176,7 +174,7 @@ func TestServingRolloutDropsNothing(t *testing.T) {
 		total, failed = total+ts.Requests, failed+ts.Failed()
 	}
 	fmt.Printf("serving-rollout: updates=%d requests=%d failed=%d ready_p50_ms=%d ready_max_ms=%d scale_to_zero_s=%.0f\n",
-		updates, total, failed, pct(readyIn, 50).Milliseconds(), pct(readyIn, 100).Milliseconds(), toZero.Seconds())
+		updates, total, failed, harness.Percentile(readyIn, 50).Milliseconds(), harness.Percentile(readyIn, 100).Milliseconds(), toZero.Seconds())
 	if min := int(float64(rps) * 10); s.Requests < min {
 		t.Errorf("only %d requests during the rollouts, want at least %d (10 s of load)", s.Requests, min)
 	}
@@ -283,30 +281,12 @@ func waitScaledToZero(ctx context.Context, c *harness.Clients, ns, rev string, t
 	return nil
 }
 
-// fleetTargets is one load target per ready Envoy pod of a fleet.
-func fleetTargets(ctx context.Context, t *testing.T, c *harness.Clients, fleet, host string) []harness.Target {
-	t.Helper()
-	pods := c.EnvoyPods(ctx, fleet)
-	if len(pods) == 0 {
-		t.Fatalf("fleet %s has no ready Envoy pod", fleet)
-	}
-	var out []harness.Target
-	for _, ip := range pods {
-		out = append(out, harness.Target{Addr: ip + ":8080", Host: host})
-	}
-	return out
-}
-
 // startLoad sends rps requests/s over targets, allowing only the Revisions
 // given; the returned func stops it and waits.
 func startLoad(ctx context.Context, targets []harness.Target, rps int, revisions ...string) (*harness.Load, func()) {
 	l := &harness.Load{Targets: targets, RPS: rps, BackendOf: revisionOf}
 	l.Allow(revisions...)
-	lctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); l.Run(lctx) }()
-	return l, func() { cancel(); wg.Wait() }
+	return l, l.Start(ctx)
 }
 
 // revisionOf reads K_REVISION, which Serving sets in every user container,
@@ -334,24 +314,4 @@ func logFailures(t *testing.T, s harness.Summary) {
 	for _, f := range s.Failures {
 		t.Log("  ", f)
 	}
-}
-
-func pct(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := (len(s)*p + 99) / 100
-	if i < 1 {
-		i = 1
-	}
-	return s[i-1]
-}
-
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
 }

@@ -86,7 +86,7 @@ func main() {
 	}
 	fmt.Printf("rollout: plain_failed=%d plain_requests=%d hitless_failed=%d hitless_requests=%d ready_p50_ms=%d ready_p99_ms=%d\n",
 		plain.summary.Failed(), plain.summary.Requests, hitless.summary.Failed(), hitless.summary.Requests,
-		pct(hitless.ready, 50).Milliseconds(), pct(hitless.ready, 99).Milliseconds())
+		harness.Percentile(hitless.ready, 50).Milliseconds(), harness.Percentile(hitless.ready, 99).Milliseconds())
 }
 
 // run drives one mode: create the first backend and the route, start the
@@ -300,24 +300,11 @@ func non2xx(s harness.Summary) string {
 	return strings.Join(parts, " ")
 }
 
-func pct(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := (len(s)*p + 99) / 100
-	if i > 0 {
-		i--
-	}
-	return s[i]
-}
-
 func pcts(ds []time.Duration) string {
 	if len(ds) == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%d/%d/%d", pct(ds, 50).Milliseconds(), pct(ds, 90).Milliseconds(), pct(ds, 99).Milliseconds())
+	return fmt.Sprintf("%d/%d/%d", harness.Percentile(ds, 50).Milliseconds(), harness.Percentile(ds, 90).Milliseconds(), harness.Percentile(ds, 99).Milliseconds())
 }
 
 func probesCell(m modeResult) string {
