@@ -112,10 +112,8 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 			if p.Status.CurrentStatus == "valid" {
 				continue
 			}
-			if err := r.contourClient.ProjectcontourV1().HTTPProxies(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
-				Preconditions: &metav1.Preconditions{UID: &p.UID},
-			}); err != nil && !apierrs.IsNotFound(err) {
-				return fmt.Errorf("failed to delete HTTPProxy %s/%s of a host claimed first by another: %w", p.Namespace, p.Name, err)
+			if err := r.deleteProxy(ctx, p, "of a host claimed first by another"); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -156,10 +154,8 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 		r.prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name + resources.WarmSuffix})
 	}
 	for _, p := range rollout.Stale(desired, obs.Serving) {
-		if err := r.contourClient.ProjectcontourV1().HTTPProxies(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: &p.UID},
-		}); err != nil && !apierrs.IsNotFound(err) {
-			return fmt.Errorf("failed to delete HTTPProxy %s/%s that left the spec: %w", p.Namespace, p.Name, err)
+		if err := r.deleteProxy(ctx, p, "that left the spec"); err != nil {
+			return err
 		}
 		wrote = true
 	}
@@ -191,10 +187,8 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 	}
 	if release {
 		for _, p := range obs.Warm {
-			if err := r.contourClient.ProjectcontourV1().HTTPProxies(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
-				Preconditions: &metav1.Preconditions{UID: &p.UID},
-			}); err != nil && !apierrs.IsNotFound(err) {
-				return fmt.Errorf("failed to delete warm HTTPProxy %s/%s: %w", p.Namespace, p.Name, err)
+			if err := r.deleteProxy(ctx, p, "(warm)"); err != nil {
+				return err
 			}
 		}
 		r.metrics.phaseDone(ctx, "Releasing", ing, now)
@@ -317,6 +311,19 @@ func (r *Reconciler) hostConflict(ing *v1alpha1.Ingress, desired []*contourv1.HT
 		}
 	}
 	return msg, losing
+}
+
+// deleteProxy deletes p if it is still the object we saw (UID precondition:
+// a proxy recreated meanwhile under the same name is not ours to delete);
+// gone already is fine.
+func (r *Reconciler) deleteProxy(ctx context.Context, p *contourv1.HTTPProxy, why string) error {
+	err := r.contourClient.ProjectcontourV1().HTTPProxies(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &p.UID},
+	})
+	if err != nil && !apierrs.IsNotFound(err) {
+		return fmt.Errorf("failed to delete HTTPProxy %s/%s %s: %w", p.Namespace, p.Name, why, err)
+	}
+	return nil
 }
 
 // applyAll creates or updates each desired proxy, copying only what we own
