@@ -6,6 +6,7 @@ package resources
 
 import (
 	"fmt"
+	"net/http"
 	"sort"
 	"strconv"
 
@@ -19,28 +20,44 @@ import (
 const ProtocolH2C = "h2c"
 
 // Backend is one upstream as Contour turns it into an Envoy cluster: a port
-// of a Service and the upstream protocol. Two routes that name the same
-// Backend share one cluster; that is what makes warming it ahead of the
-// switch meaningful.
+// of a Service, the upstream protocol, and the Host the route rewrites to.
+// Two routes that name the same Backend share one cluster; that is what
+// makes warming it ahead of the switch, and holding it after, meaningful.
 type Backend struct {
 	Namespace string
 	Name      string
 	Port      int32
 	Protocol  string
+	// HostRewrite is the Host a route sends to this Service with, if any.
+	// Contour makes it the cluster's SNI and the SNI part of the cluster's
+	// name, so the same Service behind another rewrite is another cluster:
+	// holding it without the rewrite holds nothing, and Envoy pods still
+	// routing to the served cluster answer 503 NC once it is gone.
+	HostRewrite string
 }
 
-// String renders a backend for conditions and events: ns/name:port[ (h2c)].
+// String renders a backend for conditions and events:
+// ns/name:port[ (h2c)][ as Host h].
 func (b Backend) String() string {
 	s := b.Namespace + "/" + b.Name + ":" + strconv.Itoa(int(b.Port))
 	if b.Protocol != "" {
 		s += " (" + b.Protocol + ")"
 	}
+	if b.HostRewrite != "" {
+		s += " as Host " + b.HostRewrite
+	}
 	return s
 }
 
-// Key identifies a backend in paths and hashes.
+// Key identifies a backend in paths and hashes. A backend without a Host
+// rewrite keeps the key it had before rewrites were part of it, so warm
+// paths written by an older controller stay the same.
 func (b Backend) Key() string {
-	return b.Namespace + "/" + b.Name + "/" + strconv.Itoa(int(b.Port)) + "/" + b.Protocol
+	k := b.Namespace + "/" + b.Name + "/" + strconv.Itoa(int(b.Port)) + "/" + b.Protocol
+	if b.HostRewrite != "" {
+		k += "/" + b.HostRewrite
+	}
+	return k
 }
 
 // SortedBackends returns the backends of a set in a stable order.
@@ -113,12 +130,14 @@ func (c ClassBackends) Classes() []string {
 }
 
 // BackendsOfProxy returns the backends a proxy's routes reference. Services
-// of an HTTPProxy always live in the proxy's namespace.
+// of an HTTPProxy always live in the proxy's namespace. It is the one place
+// a Backend is read off a route, for the proxies we build and the ones we
+// observe alike, so both agree on which cluster a route uses.
 func BackendsOfProxy(p *contourv1.HTTPProxy) sets.Set[Backend] {
 	out := sets.New[Backend]()
 	for _, r := range p.Spec.Routes {
 		for _, s := range r.Services {
-			b := Backend{Namespace: p.Namespace, Name: s.Name, Port: int32(s.Port)}
+			b := Backend{Namespace: p.Namespace, Name: s.Name, Port: int32(s.Port), HostRewrite: hostRewriteOf(r, s)}
 			if s.Protocol != nil {
 				b.Protocol = *s.Protocol
 			}
@@ -126,6 +145,29 @@ func BackendsOfProxy(p *contourv1.HTTPProxy) sets.Set[Backend] {
 		}
 	}
 	return out
+}
+
+// hostRewriteOf is the Host a route sends to one of its Services with, as
+// Contour decides it for the cluster's SNI: the Service's own Host header
+// first, else the route's; the last one set wins within a policy.
+func hostRewriteOf(r contourv1.Route, s contourv1.Service) string {
+	if h := hostSetBy(s.RequestHeadersPolicy); h != "" {
+		return h
+	}
+	return hostSetBy(r.RequestHeadersPolicy)
+}
+
+func hostSetBy(p *contourv1.HeadersPolicy) string {
+	if p == nil {
+		return ""
+	}
+	host := ""
+	for _, h := range p.Set {
+		if http.CanonicalHeaderKey(h.Name) == "Host" {
+			host = h.Value
+		}
+	}
+	return host
 }
 
 // Resolver turns a KIngress backend reference into the Backend Contour will

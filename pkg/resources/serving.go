@@ -67,11 +67,10 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 		if err != nil {
 			return nil, err
 		}
-		routes, backends, err := makeRoutes(ing, cfg, v.paths, tls != nil, hash, resolve)
+		routes, err := makeRoutes(ing, cfg, v.paths, tls != nil, hash, resolve)
 		if err != nil {
 			return nil, err
 		}
-		out.Backends.Add(k.class, backends...)
 		p := &contourv1.HTTPProxy{
 			ObjectMeta: objectMeta(ing, names.ServingProxy(ing.Name, k.class, k.host), RoleServing, hash),
 			Spec: contourv1.HTTPProxySpec{
@@ -86,6 +85,9 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 		}
 		p.Annotations[AnnotationGeneration] = strconv.FormatInt(ing.Generation, 10)
 		out.Proxies = append(out.Proxies, p)
+		// Read back off the proxy, as observed proxies are, so that a
+		// backend served now and the same one desired compare equal.
+		out.Backends.Add(k.class, BackendsOfProxy(p).UnsortedList()...)
 	}
 	return out, nil
 }
@@ -237,9 +239,8 @@ func secretRef(proxyNS, ns, name string) string {
 // the KIngress hash, which Knative backends echo. Unlike ingress.InsertProbe
 // they drop the path's own header matches, which a probe cannot carry: that
 // keeps every prefix probeable.
-func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alpha1.HTTPIngressPath, tls bool, hash string, resolve Resolver) ([]contourv1.Route, []Backend, error) {
+func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alpha1.HTTPIngressPath, tls bool, hash string, resolve Resolver) ([]contourv1.Route, error) {
 	var routes []contourv1.Route
-	var backends []Backend
 	seen := sets.New[string]()
 	all := make([]netv1alpha1.HTTPIngressPath, 0, 2*len(paths))
 	all = append(all, paths...)
@@ -269,11 +270,10 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 		}
 		seen.Insert(ck)
 
-		services, bs, err := makeServices(ing, p.Splits, resolve)
+		services, err := makeServices(ing, p.Splits, resolve)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		backends = append(backends, bs...)
 
 		route := contourv1.Route{
 			Conditions:       conds,
@@ -290,19 +290,18 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 		}
 		routes = append(routes, route)
 	}
-	return routes, backends, nil
+	return routes, nil
 }
 
-func makeServices(ing *netv1alpha1.Ingress, splits []netv1alpha1.IngressBackendSplit, resolve Resolver) ([]contourv1.Service, []Backend, error) {
+func makeServices(ing *netv1alpha1.Ingress, splits []netv1alpha1.IngressBackendSplit, resolve Resolver) ([]contourv1.Service, error) {
 	if len(splits) == 0 {
-		return nil, nil, &SpecError{Reason: "PathWithoutSplits", Message: "a path of the KIngress has no splits: every path needs at least one backend"}
+		return nil, &SpecError{Reason: "PathWithoutSplits", Message: "a path of the KIngress has no splits: every path needs at least one backend"}
 	}
 	total := 0
 	for _, s := range splits {
 		total += s.Percent
 	}
 	var services []contourv1.Service
-	var backends []Backend
 	for _, s := range splits {
 		weight := int64(s.Percent)
 		switch {
@@ -321,15 +320,14 @@ func makeServices(ing *netv1alpha1.Ingress, splits []netv1alpha1.IngressBackendS
 			ns = ing.Namespace
 		}
 		if ns != ing.Namespace {
-			return nil, nil, &SpecError{Reason: "CrossNamespaceBackend", Message: fmt.Sprintf(
+			return nil, &SpecError{Reason: "CrossNamespaceBackend", Message: fmt.Sprintf(
 				"backend %s/%s is in another namespace than the KIngress (%s): Contour routes only to Services of the proxy's namespace",
 				ns, s.ServiceName, ing.Namespace)}
 		}
 		b, err := resolve(ns, s.ServiceName, s.ServicePort)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		backends = append(backends, b)
 		svc := contourv1.Service{
 			Name:                 b.Name,
 			Port:                 int(b.Port),
@@ -341,7 +339,7 @@ func makeServices(ing *netv1alpha1.Ingress, splits []netv1alpha1.IngressBackendS
 		}
 		services = append(services, svc)
 	}
-	return services, backends, nil
+	return services, nil
 }
 
 // headersPolicy sets (not appends: a client cannot smuggle a second value)

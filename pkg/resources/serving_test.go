@@ -187,9 +187,10 @@ func TestMakeServing(t *testing.T) {
 				},
 			}}
 		},
+		// Contour names each cluster by the Host too (its SNI).
 		backend: ClassBackends{"contour-external": setOf(
-			Backend{Namespace: ns, Name: "blue", Port: 80},
-			Backend{Namespace: ns, Name: "green", Port: 81, Protocol: "h2c"})},
+			Backend{Namespace: ns, Name: "blue", Port: 80, HostRewrite: "rewritten.example.com"},
+			Backend{Namespace: ns, Name: "green", Port: 81, Protocol: "h2c", HostRewrite: "rewritten.example.com"})},
 	}, {
 		name: "a cluster-local host expands to its short forms on the internal class",
 		ing: kingress(func(ing *netv1alpha1.Ingress) {
@@ -355,7 +356,7 @@ func TestMakeServing(t *testing.T) {
 				},
 			}}
 		},
-		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80, Protocol: "h2c"})},
+		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80, Protocol: "h2c", HostRewrite: "private.ns.svc.cluster.local"})},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

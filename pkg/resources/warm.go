@@ -39,8 +39,9 @@ type Warm struct {
 // MakeWarm builds the warm proxies that reference every backend of keep,
 // per class, and the probe KIngress that asks for the backends of probe
 // (a subset of keep) on every Envoy pod of their class. The upstream
-// settings that decide Contour's cluster (service, port, protocol) are the
-// ones the serving routes use, so the warmed cluster is the served one.
+// settings that decide Contour's cluster (service, port, protocol, Host
+// rewrite) are the ones the serving routes use, so the warmed cluster is the
+// served one.
 func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probe ClassBackends) (*Warm, error) {
 	cfg := config.FromContextOrDefaults(ctx).Contour
 	synthetic := &netv1alpha1.Ingress{
@@ -50,7 +51,6 @@ func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probe ClassBa
 			Annotations: map[string]string{},
 		},
 	}
-	rewrites := rewriteHosts(ing)
 	var probes []string
 	for _, class := range keep.Classes() {
 		fleet, ok := cfg.FleetByClass(class)
@@ -68,8 +68,13 @@ func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probe ClassBa
 		for _, b := range SortedBackends(keep[class]) {
 			path := names.BackendPath(b.Key())
 			rule.HTTP.Paths = append(rule.HTTP.Paths, netv1alpha1.HTTPIngressPath{
-				Path:        path,
-				RewriteHost: rewrites[b.Namespace+"/"+b.Name],
+				Path: path,
+				// A route to another ingress (an ExternalName Service
+				// naming a Knative load balancer, as DomainMapping does)
+				// reaches the Knative backend that answers the probe only
+				// with the rewritten Host; and the Host is part of
+				// Contour's cluster, so it is set to warm the served one.
+				RewriteHost: b.HostRewrite,
 				Splits: []netv1alpha1.IngressBackendSplit{{
 					IngressBackend: netv1alpha1.IngressBackend{
 						ServiceNamespace: b.Namespace,
@@ -120,43 +125,12 @@ func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probe ClassBa
 				},
 				Services:             []contourv1.Service{svc},
 				PermitInsecure:       true,
-				RequestHeadersPolicy: headersPolicy(map[string]string{header.HashKey: hash}, rewrites[b.Namespace+"/"+b.Name]),
+				RequestHeadersPolicy: headersPolicy(map[string]string{header.HashKey: hash}, b.HostRewrite),
 			})
 		}
 		w.Proxies = append(w.Proxies, p)
 	}
 	return w, nil
-}
-
-// rewriteHosts maps each Service (namespace/name) the KIngress sends to with
-// a rewriteHost to that host (the first such path's, in spec order). A warm
-// route sends what the serving route will: when the backend is another
-// ingress (an ExternalName Service naming a Knative load balancer, as
-// DomainMapping does), only the rewritten Host reaches the Knative backend
-// that answers the probe. The Host decides no Envoy cluster, so the warmed
-// cluster stays the served one.
-func rewriteHosts(ing *netv1alpha1.Ingress) map[string]string {
-	out := map[string]string{}
-	for _, r := range ing.Spec.Rules {
-		if r.HTTP == nil {
-			continue
-		}
-		for _, p := range r.HTTP.Paths {
-			if p.RewriteHost == "" {
-				continue
-			}
-			for _, s := range p.Splits {
-				ns := s.ServiceNamespace
-				if ns == "" {
-					ns = ing.Namespace
-				}
-				if _, ok := out[ns+"/"+s.ServiceName]; !ok {
-					out[ns+"/"+s.ServiceName] = p.RewriteHost
-				}
-			}
-		}
-	}
-	return out
 }
 
 // WarmProbeTargets filters the probe targets of a warm KIngress down to the

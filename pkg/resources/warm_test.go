@@ -8,7 +8,6 @@ import (
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"knative.dev/networking/pkg/http/header"
 	"knative.dev/pkg/kmeta"
 
@@ -85,22 +84,26 @@ func TestMakeWarm(t *testing.T) {
 }
 
 func TestMakeWarmSendsTheHostTheServingRouteRewritesTo(t *testing.T) {
-	// The shape of a DomainMapping: the backend is an ExternalName Service
-	// naming another ingress, reached only with the rewritten Host.
-	ing := kingress(func(ing *netv1alpha1.Ingress) {
-		ing.Spec.Rules[0].HTTP.Paths[0].RewriteHost = "private.ns.svc.cluster.local"
-	})
-	mapped := Backend{Namespace: ns, Name: "blue", Port: 80, Protocol: "h2c"}
-	held := Backend{Namespace: ns, Name: "old", Port: 80}
-	keep := ClassBackends{"contour-external": setOf(mapped, held)}
+	// The shape of a DomainMapping moving to a new way in: the backends are
+	// ExternalName Services naming another ingress, reached only with the
+	// rewritten Host. The held one was served behind a rewrite too, and
+	// Contour names its cluster by that Host: held without it, the served
+	// cluster would go at the switch while Envoy pods still route to it.
+	const private = "private.ns.svc.cluster.local"
+	mapped := Backend{Namespace: ns, Name: "blue", Port: 80, Protocol: "h2c", HostRewrite: private}
+	held := Backend{Namespace: ns, Name: "old", Port: 80, HostRewrite: private}
+	plain := Backend{Namespace: ns, Name: "plain", Port: 80}
+	keep := ClassBackends{"contour-external": setOf(mapped, held, plain)}
 
-	got, err := MakeWarm(context.Background(), ing, keep, ClassBackends{"contour-external": setOf(mapped)})
+	got, err := MakeWarm(context.Background(), kingress(), keep, ClassBackends{"contour-external": setOf(mapped)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hash := contourv1.HeaderValue{Name: header.HashKey, Value: got.Hash}
-	want := []*contourv1.HeadersPolicy{
-		{Set: []contourv1.HeaderValue{hash, {Name: "Host", Value: "private.ns.svc.cluster.local"}}},
+	host := contourv1.HeaderValue{Name: "Host", Value: private}
+	want := []*contourv1.HeadersPolicy{ // in key order: blue, old, plain
+		{Set: []contourv1.HeaderValue{hash, host}},
+		{Set: []contourv1.HeaderValue{hash, host}},
 		{Set: []contourv1.HeaderValue{hash}},
 	}
 	var policies []*contourv1.HeadersPolicy
@@ -110,13 +113,20 @@ func TestMakeWarmSendsTheHostTheServingRouteRewritesTo(t *testing.T) {
 	if diff := cmp.Diff(want, policies); diff != "" {
 		t.Errorf("warm route header policies (-want, +got):\n%s", diff)
 	}
+	// Read back as the next reconcile observes it, the warm proxy holds
+	// exactly the clusters it was asked to.
+	if diff := cmp.Diff(SortedBackends(keep["contour-external"]), SortedBackends(BackendsOfProxy(got.Proxies[0]))); diff != "" {
+		t.Errorf("backends of the warm proxy (-want, +got):\n%s", diff)
+	}
 
 	// The rewrite is part of what the warm hash covers.
-	plain, err := MakeWarm(context.Background(), kingress(), keep, ClassBackends{"contour-external": setOf(mapped)})
+	unmapped := mapped
+	unmapped.HostRewrite = ""
+	other, err := MakeWarm(context.Background(), kingress(), ClassBackends{"contour-external": setOf(unmapped, held, plain)}, ClassBackends{"contour-external": setOf(unmapped)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.Hash == got.Hash {
+	if other.Hash == got.Hash {
 		t.Error("a rewriteHost on the warm route kept the warm hash")
 	}
 }

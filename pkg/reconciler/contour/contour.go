@@ -243,7 +243,12 @@ func (r *Reconciler) backendExists(ing *v1alpha1.Ingress) func(resources.Backend
 			return true // unknown: keep holding it
 		}
 		got, err := resources.ResolveFromService(svc, intstr.FromInt32(b.Port))
-		return err == nil && got == b
+		if err != nil {
+			return false
+		}
+		// The rewrite is the route's, not the Service's.
+		got.HostRewrite = b.HostRewrite
+		return got == b
 	}
 }
 

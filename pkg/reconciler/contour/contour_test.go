@@ -39,7 +39,20 @@ func TestReconcile(t *testing.T) {
 			i.Spec.Rules[0].HTTP.Paths[0].RewriteHost = "private.default.svc.cluster.local"
 		}}, opts...)...)
 	}
-	warmMapped := warm(t, mapped(), backends("blue", "mapped"), backends("mapped"))
+	const private = "private.default.svc.cluster.local"
+	// Contour names a cluster by the Host its route rewrites to, so a
+	// backend behind a rewrite is held and warmed with it.
+	rewritten := func(names ...string) resources.ClassBackends {
+		out := resources.ClassBackends{}
+		for _, n := range names {
+			out.Add("contour-external", resources.Backend{Namespace: testNS, Name: n, Port: 80, HostRewrite: private})
+		}
+		return out
+	}
+	warmMapped := warm(t, mapped(), backends("blue").Union(rewritten("mapped")), rewritten("mapped"))
+	mapped2Svc := mappedSvc.DeepCopy()
+	mapped2Svc.Name = "mapped2"
+	remapped := ing("mapped2", func(i *v1alpha1.Ingress) { i.Spec.Rules[0].HTTP.Paths[0].RewriteHost = private })
 	const externalNameRefused = "Spec.Routes unresolved service reference: default/mapped is an ExternalName service, " +
 		"these are not currently enabled. See the config.enableExternalNameService config file setting"
 	refusedWarm := warmMapped.Proxies[0].DeepCopy()
@@ -186,8 +199,22 @@ func TestReconcile(t *testing.T) {
 		}),
 		WantCreates: proxies(warmMapped.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(mapped(withStatus(ready,
-			waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/mapped:80"))))},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/mapped:80")},
+			waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/mapped:80 as Host "+private))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/mapped:80 as Host "+private)},
+	}, {
+		// Held without its Host, the served cluster would be dropped at
+		// the switch while Envoy pods still route to it: 503 NC.
+		Name: "a route behind rewriteHost moving to another Service holds the served cluster under its rewritten Host",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(serving(t, mapped()).Proxies), []runtime.Object{
+			remapped.DeepCopy(), mappedSvc, mapped2Svc,
+		}),
+		WantCreates: proxies(warm(t, remapped, rewritten("mapped", "mapped2"), rewritten("mapped2")).Proxies),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("mapped2", func(i *v1alpha1.Ingress) {
+			i.Spec.Rules[0].HTTP.Paths[0].RewriteHost = private
+		}, withStatus(waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/mapped2:80 as Host "+private))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming,
+			"Warm proxies reference default/mapped:80 as Host %s, default/mapped2:80 as Host %s", private, private)},
 	}, {
 		Name: "Contour refusing ExternalName Services fails the KIngress with its reason before the switch: the old backend keeps serving",
 		Key:  "default/hello",
