@@ -14,7 +14,11 @@
 #                                           start it and wait until it serves
 #   hack/stack.sh scale-envoy FLEET N       scale a fleet's Envoy pods to N and wait
 #                                           until exactly N are Ready and serve
-# (restart and scale-envoy are for the fault tests: test/e2e/faults_*_test.go)
+#   hack/stack.sh cut-xds IP                drop the xDS traffic between the Envoy
+#                                           pod IP and Contour: it keeps serving
+#                                           what it has and gets no update
+#   hack/stack.sh mend-xds                  undo every cut-xds
+# (restart, scale-envoy and cut-xds are for the fault tests: test/e2e/faults_*_test.go)
 #
 # State lives in $HITLESS_STACK_DIR (default <repo>/.stack): certs, kubeconfig,
 # pid files, logs/<component>.log, logs/pods/*.log. Binaries come from
@@ -987,6 +991,35 @@ envoy_settled() {
   envoy_pods_ready "$1" "$2" && [[ $(kubectl get pods -n "$1" -l app=envoy -o name | wc -l) -eq $2 ]]
 }
 
+# cut-xds IP: an Envoy pod that no longer hears from Contour, the way a pod
+# behind a stalled connection is: its gRPC stream stays open (nothing is
+# refused, both directions are dropped), so it keeps its configuration and
+# stays Ready while every update passes it by. The chains live in the
+# stack's own nft table, so `down` removes them with it.
+cmd_cut_xds() {
+  local ip=${1:-} ports
+  [[ $ip =~ ^10\.244\.0\.[0-9]+$ ]] || die "cut-xds: IP must be a pod IP (10.244.0.x), not ${ip:-nothing}"
+  alive etcd || die "the stack is not up"
+  ports=$(IFS=,; echo "${XDS_PORT[*]}")
+  nft -f - <<EOF
+table inet $NFT_TABLE {
+  chain xds-in { type filter hook input priority filter - 10; policy accept; }
+  chain xds-out { type filter hook output priority filter - 10; policy accept; }
+}
+add rule inet $NFT_TABLE xds-in ip saddr $ip tcp dport { $ports } drop comment "hitless: cut-xds $ip"
+add rule inet $NFT_TABLE xds-out ip daddr $ip tcp sport { $ports } drop comment "hitless: cut-xds $ip"
+EOF
+  log "xDS to and from $ip dropped"
+}
+
+cmd_mend_xds() {
+  local chain
+  for chain in xds-in xds-out; do
+    if nft list chain inet $NFT_TABLE $chain >/dev/null 2>&1; then nft delete chain inet $NFT_TABLE $chain; fi
+  done
+  log "xDS cuts mended"
+}
+
 case ${1:-} in
   up) shift; cmd_up "$@" ;;
   down) cmd_down ;;
@@ -994,5 +1027,7 @@ case ${1:-} in
   status) cmd_status ;;
   restart) shift; cmd_restart "$@" ;;
   scale-envoy) shift; cmd_scale_envoy "$@" ;;
-  *) echo "usage: $0 up [--envoy-replicas N] | down | env | status | restart NAME [--down S] | scale-envoy FLEET N" >&2; exit 2 ;;
+  cut-xds) shift; cmd_cut_xds "$@" ;;
+  mend-xds) cmd_mend_xds ;;
+  *) echo "usage: $0 up [--envoy-replicas N] | down | env | status | restart NAME [--down S] | scale-envoy FLEET N | cut-xds IP | mend-xds" >&2; exit 2 ;;
 esac

@@ -106,7 +106,7 @@ func TestFaultBadInput(t *testing.T) {
 		}
 		took := time.Since(start)
 		for _, ip := range c.EnvoyPods(ctx, external) {
-			if b, err := servedBy(ip, host); err != nil || b != "good" {
+			if b, _, err := servedBy(ip, host); err != nil || b != "good" {
 				t.Errorf("Envoy pod %s: %s served by %q, %v; want good", ip, host, b, err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,20 +46,21 @@ func envoyPods(ctx context.Context, t *testing.T, c *harness.Clients, fleet stri
 }
 
 // servedBy asks one Envoy pod for host and returns the backend that answered
-// (the X-Backend header the runtime image echoes).
-func servedBy(ip, host string) (string, error) {
+// (the X-Backend header the runtime image echoes) and the request headers it
+// saw.
+func servedBy(ip, host string) (string, http.Header, error) {
 	code, body, err := get(ip, host)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if code != 200 {
-		return "", fmt.Errorf("GET %s via %s = %d %q", host, ip, code, body)
+		return "", nil, fmt.Errorf("GET %s via %s = %d %q", host, ip, code, body)
 	}
 	var ri nettypes.RuntimeInfo
 	if err := json.Unmarshal([]byte(body), &ri); err != nil || ri.Request == nil {
-		return "", fmt.Errorf("GET %s via %s: not an answer of the runtime image: %q", host, ip, body)
+		return "", nil, fmt.Errorf("GET %s via %s: not an answer of the runtime image: %q", host, ip, body)
 	}
-	return ri.Request.Headers.Get("X-Backend"), nil
+	return ri.Request.Headers.Get("X-Backend"), ri.Request.Headers, nil
 }
 
 // condition returns a condition of the KIngress, or an empty one.
@@ -70,13 +72,20 @@ func condition(ing *v1alpha1.Ingress, typ apis.ConditionType) (status, reason, m
 }
 
 // TestFaultEnvoyPodsChangeMidRollout adds an Envoy pod to the external
-// fleet and removes another while a rollout is warming. The rollout is held
-// in Warm by a new backend whose Service has no ready endpoint yet, so both
-// changes land in it for sure. The rollout must wait for the new pod (its
-// condition counts it), forget the gone one (or it would never finish), and
-// no request may fail on the pods that stay: the load goes to each of them.
-// Once Ready, the new pod serves the new backend.
+// fleet and removes another while a rollout is warming, then while one is
+// switching. The rollout must wait for the new pod (its condition counts
+// it), forget the gone one (or it would never finish), and no request may
+// fail on the pods that stay: the load goes to each of them. Once Ready,
+// every pod serves the new generation.
 func TestFaultEnvoyPodsChangeMidRollout(t *testing.T) {
+	// Held in Warm by a new backend whose Service has no ready endpoint yet.
+	t.Run("warming", func(t *testing.T) { envoyPodsChangeMidRollout(t, "Warming") })
+	// Held in Switch by a header-only change (no warm step) that the pod
+	// to be removed never hears of: its xDS traffic is cut.
+	t.Run("switching", func(t *testing.T) { envoyPodsChangeMidRollout(t, "Switching") })
+}
+
+func envoyPodsChangeMidRollout(t *testing.T, phase string) {
 	ctx, c, ns := setup(t, "pods")
 	before := envoyPods(ctx, t, c, external)
 	if len(before) < 2 {
@@ -114,22 +123,33 @@ func TestFaultEnvoyPodsChangeMidRollout(t *testing.T) {
 	targets = append(targets, c.MustFleetTargets(ctx, t, internal, local)...)
 	load, stopLoad := startLoadOn(ctx, envInt("FAULT_RPS", 100), targets, "old")
 
-	// The new backend's Service, without its pod: Warm cannot finish.
-	if err := c.CreateBackendService(ctx, ns, "new"); err != nil {
-		t.Fatal(err)
+	backend, rules := "new", twoHosts(ext, local, "new")
+	switch phase {
+	case "Warming":
+		// The new backend's Service, without its pod: Warm cannot finish.
+		if err := c.CreateBackendService(ctx, ns, "new"); err != nil {
+			t.Fatal(err)
+		}
+		load.Allow("old", "new")
+	case "Switching":
+		t.Cleanup(func() { _ = stackErr("mend-xds") })
+		stack(t, "cut-xds", goneIP)
+		backend, rules = "old", twoHosts(ext, local, "old")
+		for i := range rules {
+			rules[i].Headers = map[string]string{"X-Generation": "2"}
+		}
 	}
-	load.Allow("old", "new")
-	if err := c.Update(ctx, ns, "pods", func(ing *v1alpha1.Ingress) { harness.SetRules(ing, twoHosts(ext, local, "new")...) }); err != nil {
+	if err := c.Update(ctx, ns, "pods", func(ing *v1alpha1.Ingress) { harness.SetRules(ing, rules...) }); err != nil {
 		t.Fatal(err)
 	}
 	waiting := func(pods int) func(*v1alpha1.Ingress) bool {
 		want := fmt.Sprintf("%d Envoy pods of %s", pods, external)
 		return func(ing *v1alpha1.Ingress) bool {
 			_, reason, msg := condition(ing, v1alpha1.IngressConditionLoadBalancerReady)
-			return ing.Status.ObservedGeneration == ing.Generation && reason == "Warming" && strings.Contains(msg, want) && strings.Contains(msg, ns+"/new:80")
+			return ing.Status.ObservedGeneration == ing.Generation && reason == phase && strings.Contains(msg, want) && strings.Contains(msg, ns+"/"+backend+":80")
 		}
 	}
-	if _, err := c.WaitFor(ctx, ns, "pods", time.Minute, "warming", waiting(len(before))); err != nil {
+	if _, err := c.WaitFor(ctx, ns, "pods", time.Minute, strings.ToLower(phase), waiting(len(before))); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -145,28 +165,38 @@ func TestFaultEnvoyPodsChangeMidRollout(t *testing.T) {
 	if _, ok := after[goneIP]; ok {
 		t.Fatalf("Envoy pod %s (%s) is still there after the scale-down", gone, goneIP)
 	}
-	if _, err := c.WaitFor(ctx, ns, "pods", time.Minute, "forgetting the removed Envoy pod", waiting(len(before))); err != nil {
-		t.Fatal(err)
-	}
-
-	// Now the backend gets its pod: Warm, then Switch, on the pods as they are.
-	if err := c.CreateBackendPod(ctx, ns, "new"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitReady(ctx, ns, "pods", 2*time.Minute); err != nil {
-		t.Fatal(err)
+	if phase == "Switching" {
+		// Gone with its pod, but Ready must not need the mend.
+		if _, err := c.WaitReady(ctx, ns, "pods", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		if _, err := c.WaitFor(ctx, ns, "pods", time.Minute, "forgetting the removed Envoy pod", waiting(len(before))); err != nil {
+			t.Fatal(err)
+		}
+		// Now the backend gets its pod: Warm, then Switch, on the pods as they are.
+		if err := c.CreateBackendPod(ctx, ns, "new"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.WaitReady(ctx, ns, "pods", 2*time.Minute); err != nil {
+			t.Fatal(err)
+		}
 	}
 	converge := time.Since(start)
-	load.Allow("new")
+	load.Allow(backend)
 	for ip, pod := range after {
-		if b, err := servedBy(ip, ext); err != nil || b != "new" {
-			t.Errorf("Envoy pod %s (%s) after Ready: backend %q, %v; want new", pod, ip, b, err)
+		b, headers, err := servedBy(ip, ext)
+		if err != nil || b != backend {
+			t.Errorf("Envoy pod %s (%s) after Ready: backend %q, %v; want %s", pod, ip, b, err, backend)
+		}
+		if phase == "Switching" && headers.Get("X-Generation") != "2" {
+			t.Errorf("Envoy pod %s (%s) after Ready: X-Generation %q, want 2", pod, ip, headers.Get("X-Generation"))
 		}
 	}
 	waitWarmReleased(ctx, t, c, ns)
 	stopLoad()
 	t.Logf("pods before %v, removed %s (%s), after %v", before, gone, goneIP, after)
-	reportFault(t, "envoy-pods-changed", load.Summarize(), converge)
+	reportFault(t, "envoy-pods-changed-"+strings.ToLower(phase), load.Summarize(), converge)
 }
 
 // restartMidRollout rolls a KIngress (one external, one cluster-local host)
