@@ -58,7 +58,8 @@ start() {
   # PROBE_MAX_RETRY_DELAY_SECONDS caps the networking prober's exponential
   # back-off (default 30s): a route Contour programs a second late must not
   # cost the rollout 30 more. Set the same in config/500-controller.yaml.
-  SYSTEM_NAMESPACE=$ns PROBE_MAX_RETRY_DELAY_SECONDS=1 PROFILING_PORT=$((8007 + replica)) \
+  # GOGC as config/500-controller.yaml sets it (say why there).
+  SYSTEM_NAMESPACE=$ns PROBE_MAX_RETRY_DELAY_SECONDS=1 PROFILING_PORT=$((8007 + replica)) GOGC=${GOGC:-50} \
     nohup "$state/bin/controller" --kubeconfig "$KUBECONFIG" >>"$log" 2>&1 &
   echo $! >"$pidfile"
   for _ in $(seq 1 100); do

@@ -2,12 +2,17 @@ package contour
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
+	"sync/atomic"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"knative.dev/networking/pkg/status"
+	"knative.dev/pkg/logging"
 
 	"github.com/hitless/hitless/pkg/resources"
 )
@@ -19,10 +24,13 @@ import (
 // and multiply the budget. A KIngress and its warm set share a shard.
 type shardedProber struct {
 	shards []*status.Prober
+	// lines budgets the log lines of every probe: the networking prober
+	// logs each one through the logger of the context IsReady is given.
+	lines *lineBudget
 }
 
 func newShardedProber(n int, logger *zap.SugaredLogger, targets status.ProbeTargetLister, ready func(*v1alpha1.Ingress)) *shardedProber {
-	p := &shardedProber{}
+	p := &shardedProber{lines: newLineBudget(proberLogLinesPerSecond, proberLogBurst)}
 	for i := 0; i < n; i++ {
 		p.shards = append(p.shards, status.NewProber(logger.With(zap.Int("shard", i)), targets, ready))
 	}
@@ -43,12 +51,66 @@ func (p *shardedProber) Start(done <-chan struct{}) {
 	}
 }
 
-// IsReady asks the KIngress's shard.
+// IsReady asks the KIngress's shard, with the probes' log lines budgeted.
 func (p *shardedProber) IsReady(ctx context.Context, ing *v1alpha1.Ingress) (bool, error) {
+	ctx = logging.WithLogger(ctx, p.lines.limit(logging.FromContext(ctx)))
 	return p.shard(ing.Namespace, ing.Name).IsReady(ctx, ing)
 }
 
 // CancelIngressProbingByKey cancels on the key's shard.
 func (p *shardedProber) CancelIngressProbingByKey(key types.NamespacedName) {
 	p.shard(key.Namespace, key.Name).CancelIngressProbingByKey(key)
+}
+
+const (
+	// The networking prober logs every probe it queues and every attempt
+	// that fails, and most attempts of a bulk rollout fail while Contour is
+	// still programming Envoy (each is retried): a thousand new KIngresses
+	// wrote ~130,000 lines (~80 MB) and the encoding cost the controller CPU
+	// that the rollouts needed. A budget keeps the lines an operator reads.
+	proberLogLinesPerSecond = 20
+	proberLogBurst          = 200
+)
+
+// lineBudget lets at most perSecond log entries a second through (burst at
+// once), across every logger it limits. The next entry written after some
+// were dropped says how many.
+type lineBudget struct {
+	limiter   *rate.Limiter
+	dropped   atomic.Int64
+	perSecond float64
+}
+
+func newLineBudget(perSecond float64, burst int) *lineBudget {
+	return &lineBudget{limiter: rate.NewLimiter(rate.Limit(perSecond), burst), perSecond: perSecond}
+}
+
+// limit returns logger writing within the budget.
+func (b *lineBudget) limit(logger *zap.SugaredLogger) *zap.SugaredLogger {
+	return logger.Desugar().WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return &limitedCore{Core: c, budget: b}
+	})).Sugar()
+}
+
+type limitedCore struct {
+	zapcore.Core
+	budget *lineBudget
+}
+
+func (c *limitedCore) With(fields []zapcore.Field) zapcore.Core {
+	return &limitedCore{Core: c.Core.With(fields), budget: c.budget}
+}
+
+func (c *limitedCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if !c.Enabled(e.Level) {
+		return ce
+	}
+	if !c.budget.limiter.Allow() {
+		c.budget.dropped.Add(1)
+		return ce
+	}
+	if n := c.budget.dropped.Swap(0); n > 0 {
+		e.Message += fmt.Sprintf(" (%d prober log lines dropped before this one: at most %g a second are written)", n, c.budget.perSecond)
+	}
+	return c.Core.Check(e, ce)
 }
