@@ -31,16 +31,7 @@ import (
 // KIngress a request.
 func TestFaultBadInput(t *testing.T) {
 	ctx, c, ns := setup(t, "bad")
-	ext, local := "good."+ns+".example.com", "good."+ns+".svc.cluster.local"
-	if err := c.CreateBackend(ctx, ns, "good"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, harness.KIngress(ns, "good", twoHosts(ext, local, "good")...), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitReady(ctx, ns, "good", 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	ext, local := servedOnTwoHosts(ctx, t, c, ns, "good", "good")
 	load, stopLoad := startLoad(ctx, t, c, envInt("FAULT_RPS", 100), ext, local, "good")
 	begin := time.Now()
 	var slowest time.Duration

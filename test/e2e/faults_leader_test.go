@@ -69,18 +69,8 @@ func TestFaultLeaderKilledMidRollout(t *testing.T) {
 		_ = exec.Command("../../hack/controller.sh", "start").Run()
 	})
 
-	ext := "leader." + ns + ".example.com"
-	local := "leader." + ns + ".svc.cluster.local"
 	name := func(i int) string { return fmt.Sprintf("l%d", i) }
-	if err := c.CreateBackend(ctx, ns, name(0)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, harness.KIngress(ns, "leader", twoHosts(ext, local, name(0))...), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitReady(ctx, ns, "leader", 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	ext, local := servedOnTwoHosts(ctx, t, c, ns, "leader", name(0))
 	load, stopLoad := startLoad(ctx, t, c, envInt("FAULT_RPS", 100), ext, local, name(0))
 
 	var slowest time.Duration

@@ -93,17 +93,7 @@ func envoyPodsChangeMidRollout(t *testing.T, phase string) {
 	}
 	t.Cleanup(func() { _ = stackErr("scale-envoy", external, strconv.Itoa(len(before))) })
 
-	ext := "pods." + ns + ".example.com"
-	local := "pods." + ns + ".svc.cluster.local"
-	if err := c.CreateBackend(ctx, ns, "old"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, harness.KIngress(ns, "pods", twoHosts(ext, local, "old")...), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitReady(ctx, ns, "pods", 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	ext, local := servedOnTwoHosts(ctx, t, c, ns, "pods", "old")
 
 	// The pod that goes is the one the ReplicaSet will pick on scale-down.
 	ips := make([]string, 0, len(before))
@@ -214,18 +204,8 @@ func restartMidRollout(t *testing.T, prefix, fault string, rounds int, run func(
 func restartMidRolloutExcusing(t *testing.T, prefix, fault string, rounds int, run func(t *testing.T), grace time.Duration) {
 	ctx, c, ns := setup(t, prefix)
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
-	ext := prefix + "." + ns + ".example.com"
-	local := prefix + "." + ns + ".svc.cluster.local"
 	name := func(i int) string { return fmt.Sprintf("%s%d", prefix, i) }
-	if err := c.CreateBackend(ctx, ns, name(0)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, harness.KIngress(ns, prefix, twoHosts(ext, local, name(0))...), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitReady(ctx, ns, prefix, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	ext, local := servedOnTwoHosts(ctx, t, c, ns, prefix, name(0))
 	load, stopLoad := startLoad(ctx, t, c, envInt("FAULT_RPS", 100), ext, local, name(0))
 
 	var slowest time.Duration
@@ -350,16 +330,7 @@ func TestFaultContourRestartedAtRest(t *testing.T) {
 		}
 	})
 	ctx, c, ns := setup(t, "rest")
-	ext, local := "rest."+ns+".example.com", "rest."+ns+".svc.cluster.local"
-	if err := c.CreateBackend(ctx, ns, "rest0"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, harness.KIngress(ns, "rest", twoHosts(ext, local, "rest0")...), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitReady(ctx, ns, "rest", 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	ext, local := servedOnTwoHosts(ctx, t, c, ns, "rest", "rest0")
 	waitWarmReleased(ctx, t, c, ns)
 	load, stopLoad := startLoad(ctx, t, c, envInt("FAULT_RPS", 100), ext, local, "rest0")
 	var slowest time.Duration

@@ -83,6 +83,25 @@ func twoHosts(ext, local, backend string) []harness.Rule {
 	}
 }
 
+// servedOnTwoHosts creates backend and a KIngress name that sends one
+// external host (name.ns.example.com) and one cluster-local host
+// (name.ns.svc.cluster.local) to it, waits until it is Ready and returns
+// both hosts.
+func servedOnTwoHosts(ctx context.Context, t *testing.T, c *harness.Clients, ns, name, backend string) (ext, local string) {
+	t.Helper()
+	ext, local = name+"."+ns+".example.com", name+"."+ns+".svc.cluster.local"
+	if err := c.CreateBackend(ctx, ns, backend); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, harness.KIngress(ns, name, twoHosts(ext, local, backend)...), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitReady(ctx, ns, name, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return ext, local
+}
+
 // TestFaultControllerKilledMidRollout SIGKILLs the controller at a random
 // moment of each rollout to a fresh backend and starts a new one: the new
 // process must resume from the objects alone. Under load to every Envoy pod
