@@ -59,8 +59,8 @@ run: ## bring the stack up, run the controller on it and apply the demo
 	hack/run.sh
 
 .PHONY: bench-rollout
-bench-rollout: ## plain vs hitless swaps under load (SWAPS=100 RPS=200), table + docs/rollout.svg
-	hack/bench.sh rollout -swaps $${SWAPS:-100} -rps $${RPS:-200} -svg docs/rollout.svg
+bench-rollout: ## plain vs hitless swaps under load (SWAPS=100 RPS=200; used stack: CHURN=300), table + docs/rollout.svg
+	hack/bench.sh rollout -swaps $${SWAPS:-100} -rps $${RPS:-200} -churn-pods $${CHURN:-0} -svg docs/rollout.svg
 
 .PHONY: bench-scale
 bench-scale: ## N KIngresses to Ready, then 100 rollouts at once (KINGRESSES=1000)

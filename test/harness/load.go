@@ -103,7 +103,13 @@ func (l *Load) Run(ctx context.Context) {
 func (l *Load) one(c *http.Client, t Target) Result {
 	r := Result{Start: time.Now()}
 	defer func() { r.End = time.Now() }()
-	resp, err := c.Get("http://" + t.Host + "/")
+	req, err := http.NewRequest(http.MethodGet, "http://"+t.Host+"/", nil)
+	if err != nil {
+		r.Err = err.Error()
+		return r
+	}
+	req.Header.Set("User-Agent", LoadUserAgent)
+	resp, err := c.Do(req)
 	if err != nil {
 		r.Err = err.Error()
 		r.End = time.Now()
@@ -124,6 +130,10 @@ func (l *Load) one(c *http.Client, t Target) Result {
 	r.Backend = backendOf(body)
 	return r
 }
+
+// LoadUserAgent is the User-Agent of every request of a Load, so that
+// Envoy's access log tells the load's requests from probes and checks.
+const LoadUserAgent = "hitless-load/1"
 
 // XBackend reads the X-Backend request header echoed by the networking
 // runtime test image.
@@ -203,6 +213,21 @@ func (l *Load) CountFailed(match func(Result) bool) int {
 		}
 	}
 	return n
+}
+
+// FailedResults returns every request that failed (no answer, not a 2xx)
+// or was answered by a backend not allowed then, in the order sent.
+func (l *Load) FailedResults() []Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Result
+	for _, r := range l.results {
+		if r.Code < 200 || r.Code > 299 || !l.allowedDuring(r) {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	return out
 }
 
 func (s *Summary) fail(msg string) {

@@ -37,6 +37,10 @@ type modeResult struct {
 	switched []time.Duration
 	probes   float64
 	panel    harness.PlotPanel
+	// timeline of every swap and the failures placed on it
+	events   []swapEvents
+	failures []string
+	envoyLog []string
 }
 
 func main() {
@@ -44,6 +48,12 @@ func main() {
 	rps := flag.Int("rps", 200, "requests per second, spread over every Envoy pod")
 	svg := flag.String("svg", "", "write the plot here")
 	metricsURL := flag.String("metrics", "http://127.0.0.1:9091/metrics", "the controller's Prometheus endpoint (probe counts)")
+	modes := flag.String("modes", "plain,hitless", "which modes to run, comma-separated")
+	flag.StringVar(&envoyLogDir, "envoy-logs", harness.PodLogDir(),
+		"the node agent's pod logs, where the Envoy pods' access logs are (failed requests are looked up there)")
+	flag.StringVar(&backendKind, "backend", "fast", "backend pods: fast (TCP readiness every 1s, 5s grace) or conformance (as Knative's ingress conformance suite makes them: HTTP readiness on /healthz every 10s, 30s grace, a random container port)")
+	flag.StringVar(&via, "via", "pods", "where the load goes: pods (every Envoy pod directly) or vip (the external Envoy Service's load balancer address, INGRESS_ADDRESS, through kube-proxy)")
+	churn := flag.Int("churn-pods", 0, "used-stack mode: create and delete this many pods first, so that pod addresses have cycled as after other benchmarks")
 	flag.Parse()
 
 	ctx := context.Background()
@@ -56,37 +66,68 @@ func main() {
 		fail(fmt.Errorf("the external fleet has no ready Envoy pod: is the stack up?"))
 	}
 
-	plain := run(ctx, c, "plain", pods, *swaps, *rps, "")
-	hitless := run(ctx, c, "hitless", pods, *swaps, *rps, *metricsURL)
+	if *churn > 0 {
+		ips, err := churnPods(ctx, c, *churn)
+		if err != nil {
+			fail(err)
+		}
+		fmt.Printf("used stack: %d pods created and deleted first (addresses %s ... %s)\n", len(ips), ips[0], ips[len(ips)-1])
+	}
+
+	var results []modeResult
+	for _, mode := range strings.Split(*modes, ",") {
+		switch mode {
+		case "plain":
+			results = append(results, run(ctx, c, "plain", pods, *swaps, *rps, ""))
+		case "hitless":
+			results = append(results, run(ctx, c, "hitless", pods, *swaps, *rps, *metricsURL))
+		default:
+			fail(fmt.Errorf("unknown mode %q (plain, hitless)", mode))
+		}
+	}
 
 	fmt.Printf("\n%-8s %6s %9s %-22s %11s %-26s %-26s %-26s %s\n", "mode", "swaps", "requests", "non-2xx by code", "conn_errors",
 		"ready p50/p90/p99 ms", "warm p50/p90/p99 ms", "switch p50/p90/p99 ms", "probes/rollout")
-	for _, m := range []modeResult{plain, hitless} {
+	for _, m := range results {
 		fmt.Printf("%-8s %6d %9d %-22s %11d %-26s %-26s %-26s %s\n", m.name, m.swaps, m.summary.Requests, non2xx(m.summary), m.summary.ConnErrors,
 			pcts(m.ready), pcts(m.warm), pcts(m.switched), probesCell(m))
 	}
 	fmt.Printf("load: %d requests/s target over %d Envoy pods; release hold (hitless) as configured in config-contour\n", *rps, len(pods))
-	for _, m := range []modeResult{plain, hitless} {
-		for i, f := range m.summary.Failures {
-			if i == 5 {
+	for _, m := range results {
+		for i, f := range m.failures {
+			if i == 20 {
+				fmt.Printf("  %s: %d more failures\n", m.name, len(m.failures)-i)
 				break
 			}
 			fmt.Printf("  %s failure: %s\n", m.name, f)
 		}
+		for _, l := range m.envoyLog {
+			fmt.Printf("  %s Envoy access log: %s\n", m.name, l)
+		}
 	}
 	if *svg != "" {
+		var panels []harness.PlotPanel
+		for _, m := range results {
+			panels = append(panels, m.panel)
+		}
 		f, err := os.Create(*svg)
 		if err != nil {
 			fail(err)
 		}
-		if err := harness.WriteSVG(f, []harness.PlotPanel{plain.panel, hitless.panel}); err != nil {
+		if err := harness.WriteSVG(f, panels); err != nil {
 			fail(err)
 		}
 		f.Close()
 	}
-	fmt.Printf("rollout: plain_failed=%d plain_requests=%d hitless_failed=%d hitless_requests=%d ready_p50_ms=%d ready_p99_ms=%d\n",
-		plain.summary.Failed(), plain.summary.Requests, hitless.summary.Failed(), hitless.summary.Requests,
-		harness.Percentile(hitless.ready, 50).Milliseconds(), harness.Percentile(hitless.ready, 99).Milliseconds())
+	line := "rollout:"
+	for _, m := range results {
+		line += fmt.Sprintf(" %s_failed=%d %s_requests=%d", m.name, m.summary.Failed(), m.name, m.summary.Requests)
+		if m.name == "hitless" {
+			line += fmt.Sprintf(" ready_p50_ms=%d ready_p99_ms=%d",
+				harness.Percentile(m.ready, 50).Milliseconds(), harness.Percentile(m.ready, 99).Milliseconds())
+		}
+	}
+	fmt.Println(line)
 }
 
 // run drives one mode: create the first backend and the route, start the
@@ -100,7 +141,7 @@ func run(ctx context.Context, c *harness.Clients, mode string, pods []string, sw
 	defer cleanup()
 	host := mode + "." + ns + ".example.com"
 	name := func(i int) string { return fmt.Sprintf("b%d", i) }
-	if err := c.CreateBackend(ctx, ns, name(0)); err != nil {
+	if err := createBackend(ctx, c, ns, name(0)); err != nil {
 		fail(err)
 	}
 	var sw swapper
@@ -117,6 +158,9 @@ func run(ctx context.Context, c *harness.Clients, mode string, pods []string, sw
 	for _, ip := range pods {
 		targets = append(targets, harness.Target{Addr: ip + ":8080", Host: host})
 	}
+	if via == "vip" {
+		targets = []harness.Target{{Addr: os.Getenv("INGRESS_ADDRESS"), Host: host}}
+	}
 	load := &harness.Load{Targets: targets, RPS: rps}
 	load.Allow(name(0))
 	start := time.Now()
@@ -129,28 +173,37 @@ func run(ctx context.Context, c *harness.Clients, mode string, pods []string, sw
 
 	res := modeResult{name: mode, swaps: swaps}
 	var changes []time.Time
+	fromIPs := c.ReadyIPs(ctx, ns, name(0))
 	for i := 1; i <= swaps; i++ {
-		if err := c.CreateBackend(ctx, ns, name(i)); err != nil {
+		if err := createBackend(ctx, c, ns, name(i)); err != nil {
 			fail(err)
 		}
+		ev := swapEvents{n: i, from: name(i - 1), to: name(i), fromIPs: fromIPs, created: time.Now()}
 		load.Allow(name(i-1), name(i))
 		t0 := time.Now()
+		ev.updated = t0
 		changes = append(changes, t0)
 		warm, switched, err := sw.point(ctx, name(i))
 		if err != nil {
 			fail(fmt.Errorf("%s swap %d: %w", mode, i, err))
 		}
-		res.ready = append(res.ready, time.Since(t0))
+		ev.ready = time.Now()
+		res.ready = append(res.ready, ev.ready.Sub(t0))
 		if warm > 0 {
 			res.warm = append(res.warm, warm)
+			ev.switching = t0.Add(warm)
 		}
 		if switched > 0 {
 			res.switched = append(res.switched, switched)
 		}
 		load.Allow(name(i))
+		ev.toIPs = c.ReadyIPs(ctx, ns, name(i))
+		ev.deleted = time.Now()
 		if err := c.DeleteBackend(ctx, ns, name(i-1)); err != nil {
 			fail(err)
 		}
+		res.events = append(res.events, ev)
+		fromIPs = ev.toIPs
 		fmt.Fprintf(os.Stderr, "%s: swap %d/%d ready in %v\n", mode, i, swaps, res.ready[len(res.ready)-1].Round(time.Millisecond))
 	}
 	time.Sleep(2 * time.Second)
@@ -160,6 +213,10 @@ func run(ctx context.Context, c *harness.Clients, mode string, pods []string, sw
 		res.probes = (harness.Scrape(metricsURL, "hitless_probe_requests_total") - probesBefore) / float64(swaps)
 	}
 	res.summary = load.Summarize()
+	for _, r := range load.FailedResults() {
+		res.failures = append(res.failures, explain(r, res.events, targets[r.Target].Addr))
+	}
+	res.envoyLog = harness.FailedAccessLog(envoyLogDir, "contour-external", host, 20)
 	res.panel = harness.PlotPanel{
 		Title:   fmt.Sprintf("%s: %d swaps to fresh backends at %d req/s, %d failed", mode, swaps, rps, res.summary.Failed()),
 		Start:   start,
@@ -316,6 +373,9 @@ func probesCell(m modeResult) string {
 	}
 	return fmt.Sprintf("%.1f", m.probes)
 }
+
+// envoyLogDir is where the Envoy pods' access logs are read from.
+var envoyLogDir string
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "bench-rollout:", err)
