@@ -41,7 +41,7 @@ func main() {
 	flag.StringVar(&cfg.kubeconfig, "kubeconfig", "", "kubeconfig of the API server")
 	flag.StringVar(&cfg.nodeName, "node-name", "hitless-node", "name of the node to register")
 	flag.StringVar(&cfg.nodeIP, "node-ip", "10.244.0.1", "node InternalIP and pods' hostIP (the CNI bridge address)")
-	flag.StringVar(&cfg.podCIDR, "pod-cidr", "10.244.0.0/24", "the node's podCIDR")
+	flag.StringVar(&cfg.podCIDR, "pod-cidr", "10.244.0.0/16", "the node's podCIDR")
 	flag.StringVar(&cfg.cniConf, "cni-conf", "", "CNI network list (.conflist) that attaches pods")
 	flag.StringVar(&cfg.cniBinDir, "cni-bin-dir", "", "directory of the CNI plugin binaries")
 	flag.StringVar(&cfg.imageMapFile, "image-map", "", "JSON object from image short name to executable")
