@@ -18,14 +18,17 @@
 #                                           pod IP and Contour: it keeps serving
 #                                           what it has and gets no update
 #   hack/stack.sh mend-xds                  undo every cut-xds
-# (restart, scale-envoy and cut-xds are for the fault tests: test/e2e/faults_*_test.go)
+#   hack/stack.sh fail-ready IP             make an Envoy pod's readiness probe
+#                                           fail while it keeps serving
+#   hack/stack.sh mend-ready                undo every fail-ready
+# (restart, scale-envoy, cut-xds and fail-ready are for the fault tests: test/e2e/faults_*_test.go)
 #
 # State lives in $HITLESS_STACK_DIR (default <repo>/.stack): certs, kubeconfig,
 # pid files, logs/<component>.log, logs/pods/*.log. Binaries come from
 # ${HITLESS_CACHE:-$HOME/.cache/hitless}/bin (hack/build-deps.sh).
 #
 # Addresses (nothing here ever routes off the machine):
-#   bridge cni0 10.244.0.1/24  pods 10.244.0.10-254  apiserver 10.244.0.1:6443
+#   bridge cni0 10.244.0.1/16  pods 10.244.0.10-10.244.255.254  apiserver 10.244.0.1:6443
 #   services 10.96.0.0/16 (kubernetes 10.96.0.1, kube-dns 10.96.0.10)
 #   load balancers 10.245.0.0/24 (contour-external/envoy 10.245.0.10)
 # An nft table (inet hitless) drops anything forwarded between cni0 and any
@@ -67,7 +70,14 @@ RUN_STATE=/run/hitless-stack
 
 BRIDGE=cni0
 GW=10.244.0.1
-POD_CIDR=10.244.0.0/24
+# A /16 for the one node: host-local hands addresses out round-robin from
+# the last one it gave, so an address a deleted pod released comes back only
+# after ~65,000 others, never seconds later. On the /24 this used to be, busy
+# suites (conformance at 5-6 copies) wrapped the range and a new pod got the
+# address of one deleted 1-2 s earlier, while Envoy still had the old
+# endpoint (issue 13). A real cluster avoids reuse the same way.
+POD_PREFIX=16
+POD_CIDR=10.244.0.0/$POD_PREFIX
 POD_RANGE_START=10.244.0.10
 SVC_CIDR=10.96.0.0/16
 SVC_KUBERNETES_IP=10.96.0.1
@@ -254,13 +264,17 @@ EOF
   # the bridge, created here so that host processes can bind 10.244.0.1 before
   # any pod exists (the CNI bridge plugin adopts it)
   ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
-  ip addr show dev "$BRIDGE" | grep "inet $GW/24">/dev/null || ip addr add "$GW/24" dev "$BRIDGE"
+  if ! ip addr show dev "$BRIDGE" | grep "inet $GW/$POD_PREFIX " >/dev/null; then
+    # a bridge left with another prefix (an older stack) is re-addressed
+    ip addr flush dev "$BRIDGE"
+    ip addr add "$GW/$POD_PREFIX" dev "$BRIDGE"
+  fi
   ip link set "$BRIDGE" up
   # virtual IPs route to the bridge, so an unprogrammed one never takes the default route
   ip route replace "$SVC_CIDR" dev "$BRIDGE" src "$GW"
   ip route replace "$LB_CIDR" dev "$BRIDGE" src "$GW"
   cni_conflist >"$STACK/cni/10-hitless.conflist"
-  log "network: $BRIDGE $GW/24, routes $SVC_CIDR $LB_CIDR, nft table inet $NFT_TABLE"
+  log "network: $BRIDGE $GW/$POD_PREFIX, routes $SVC_CIDR $LB_CIDR, nft table inet $NFT_TABLE"
 }
 
 # processes still running in our pods' network namespaces
@@ -521,7 +535,7 @@ nodeagent_up() {
   alive nodeagent || start nodeagent "$BIN/nodeagent" --kubeconfig "$KCFG" --node-name "$NODE" \
     --cni-conf "$STACK/cni/10-hitless.conflist" --cni-bin-dir "$BIN/cni" \
     --image-map "$STACK/images.json" --state-dir "$STACK/nodeagent" \
-    --dns-ip "$GW" --cluster-domain "$CLUSTER_DOMAIN"
+    --pod-cidr "$POD_CIDR" --dns-ip "$GW" --cluster-domain "$CLUSTER_DOMAIN"
   retry 60 node_ready || die "node $NODE is not Ready; see $LOGS/nodeagent.log"
   # The node lifecycle controller, which lifts this taint once a node is Ready,
   # does not run here (it would also evict pods on a missed heartbeat); the
@@ -998,7 +1012,7 @@ envoy_settled() {
 # stack's own nft table, so `down` removes them with it.
 cmd_cut_xds() {
   local ip=${1:-} ports
-  [[ $ip =~ ^10\.244\.0\.[0-9]+$ ]] || die "cut-xds: IP must be a pod IP (10.244.0.x), not ${ip:-nothing}"
+  [[ $ip =~ ^10\.244\.[0-9]+\.[0-9]+$ ]] || die "cut-xds: IP must be a pod IP (in $POD_CIDR), not ${ip:-nothing}"
   alive etcd || die "the stack is not up"
   ports=$(IFS=,; echo "${XDS_PORT[*]}")
   nft -f - <<EOF
@@ -1020,6 +1034,30 @@ cmd_mend_xds() {
   log "xDS cuts mended"
 }
 
+# fail-ready IP: an Envoy pod whose readiness probe fails while Envoy keeps
+# serving, the way a pod does whose /ready answers too late under load (the
+# node agent's probe times out after 1 s): the EndpointSlice marks it not
+# ready, kube-proxy sends it no new connections, but every client connection
+# it has stays and is served. Only the probe (host -> pod, the health port
+# 8002 of the Envoy manifest above) is dropped.
+cmd_fail_ready() {
+  local ip=${1:-}
+  [[ $ip =~ ^10\.244\.[0-9]+\.[0-9]+$ ]] || die "fail-ready: IP must be a pod IP (in $POD_CIDR), not ${ip:-nothing}"
+  alive etcd || die "the stack is not up"
+  nft -f - <<EOF
+table inet $NFT_TABLE {
+  chain ready-out { type filter hook output priority filter - 10; policy accept; }
+}
+add rule inet $NFT_TABLE ready-out ip daddr $ip tcp dport 8002 drop comment "hitless: fail-ready $ip"
+EOF
+  log "readiness probes to $ip dropped"
+}
+
+cmd_mend_ready() {
+  if nft list chain inet $NFT_TABLE ready-out >/dev/null 2>&1; then nft delete chain inet $NFT_TABLE ready-out; fi
+  log "readiness probe drops mended"
+}
+
 case ${1:-} in
   up) shift; cmd_up "$@" ;;
   down) cmd_down ;;
@@ -1029,5 +1067,7 @@ case ${1:-} in
   scale-envoy) shift; cmd_scale_envoy "$@" ;;
   cut-xds) shift; cmd_cut_xds "$@" ;;
   mend-xds) cmd_mend_xds ;;
-  *) echo "usage: $0 up [--envoy-replicas N] | down | env | status | restart NAME [--down S] | scale-envoy FLEET N | cut-xds IP | mend-xds" >&2; exit 2 ;;
+  fail-ready) shift; cmd_fail_ready "$@" ;;
+  mend-ready) cmd_mend_ready ;;
+  *) echo "usage: $0 up [--envoy-replicas N] | down | env | status | restart NAME [--down S] | scale-envoy FLEET N | cut-xds IP | mend-xds | fail-ready IP | mend-ready" >&2; exit 2 ;;
 esac

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
@@ -401,6 +403,7 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 		}
 	}
 	var waiting []string
+	unready := false
 	for _, class := range awaited.Classes() {
 		fleet, ok := cfg.FleetByClass(class)
 		if !ok {
@@ -413,8 +416,13 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 		} else if err != nil {
 			return false, err
 		}
-		waiting = append(waiting, fmt.Sprintf("%d Envoy pods of %s to serve %s",
-			pods.IPs.Len(), class, describe(backendStrings(resources.ClassBackends{class: awaited[class]}))))
+		notReady := ""
+		if n := pods.NotReady.Len(); n > 0 {
+			notReady = fmt.Sprintf(" (%d not ready but still serving: %s)", n, strings.Join(sets.List(pods.NotReady), ", "))
+			unready = true
+		}
+		waiting = append(waiting, fmt.Sprintf("%d Envoy pods of %s%s to serve %s",
+			pods.IPs.Len(), class, notReady, describe(backendStrings(resources.ClassBackends{class: awaited[class]}))))
 	}
 	ready, err := r.prober.IsReady(ctx, probeIng)
 	if r.deleted(ing) {
@@ -432,12 +440,22 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 		return false, fmt.Errorf("failed to probe %s/%s: %w", probeIng.Namespace, probeIng.Name, err)
 	}
 	if !ready {
+		if unready {
+			// A not ready pod may stop accepting connections (its Envoy
+			// gone) without any event: look again soon, so it stops
+			// holding the rollout up once it serves nobody.
+			r.enqueueAfter(ing, notReadyRecheck)
+		}
 		markWaiting(ing, reason, "waiting for "+describe(waiting))
 		r.metrics.phaseStarted(ing, reason, r.clock())
 		return false, nil
 	}
 	return true, nil
 }
+
+// notReadyRecheck is how often a rollout that waits for a not ready Envoy
+// pod checks whether that pod still accepts connections.
+const notReadyRecheck = 2 * time.Second
 
 // deleted tells whether the KIngress has left the informer cache (or was
 // replaced by another of the same name). The cache drops an object before

@@ -74,7 +74,8 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	}
 
 	m := newMetrics()
-	targets := &envoyTargets{services: serviceInf.Lister(), endpointSlices: sliceInf.Lister(), metrics: m}
+	targets := &envoyTargets{services: serviceInf.Lister(), endpointSlices: sliceInf.Lister(), metrics: m,
+		accepts: newListenCheck().accepts}
 	r := &Reconciler{
 		contourClient: contourclient.Get(ctx),
 		proxyLister:   proxyInf.Lister(),
@@ -140,6 +141,19 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	// When Envoy pods come or go, rollouts in flight restart their probe
 	// rounds so a new pod is waited for and a gone one forgotten. Ready
 	// KIngresses are left alone: a new pod gets Contour's whole state.
+	restartInFlight := func() {
+		ings, err := ingInformer.Lister().List(labels.Everything())
+		if err != nil {
+			return
+		}
+		for _, ing := range ings {
+			if !classFilter(class)(ing) || ing.IsReady() {
+				continue
+			}
+			r.cancelProbing(ing)
+			impl.Enqueue(ing)
+		}
+	}
 	sliceInf.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: func(obj interface{}) bool {
 			s, ok := obj.(*discoveryv1.EndpointSlice)
@@ -154,20 +168,11 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 			}
 			return false
 		},
-		Handler: controller.HandleAll(func(interface{}) {
-			ings, err := ingInformer.Lister().List(labels.Everything())
-			if err != nil {
-				return
-			}
-			for _, ing := range ings {
-				if !classFilter(class)(ing) || ing.IsReady() {
-					continue
-				}
-				r.cancelProbing(ing)
-				impl.Enqueue(ing)
-			}
-		}),
+		Handler: controller.HandleAll(func(interface{}) { restartInFlight() }),
 	})
+	// A not ready Envoy pod that starts or stops accepting connections
+	// changes who must confirm without any slice event.
+	targets.onChange = restartInFlight
 
 	return impl
 }

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"sort"
+	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -21,19 +25,44 @@ import (
 	"github.com/hitless/hitless/pkg/resources"
 )
 
-// fleetPods are the ready Envoy pods of a fleet and the port their HTTP
-// listener has inside the pod.
+// fleetPods are the Envoy pods of a fleet that must confirm a generation
+// and the port their HTTP listener has inside the pod.
 type fleetPods struct {
-	IPs  sets.Set[string]
-	Port string
+	// IPs are the ready pods and the not ready ones that still accept
+	// connections.
+	IPs sets.Set[string]
+	// NotReady are the pods of IPs whose endpoint is not ready.
+	NotReady sets.Set[string]
+	Port     string
 }
 
 // envoyTargets finds Envoy pods through the EndpointSlices of each fleet's
 // Service, so probes go to every pod, never through the Service's VIP.
+//
+// Not ready is not the same as not serving: an Envoy pod whose readiness
+// probe fails (its /ready answers too late under load) or that is
+// terminating gets no new connections through the Service, but it keeps
+// routing every request of the client connections it has, with whatever
+// routes it has. Were it left out, a rollout could be Ready while that pod
+// still sends requests to the old backend, which Knative then deletes (the
+// e2e test TestFaultNotReadyEnvoyPodStillServes: 100 of 1,176 requests
+// failed so). So a not ready pod must confirm too, as long as it accepts
+// connections; one that refuses them serves nobody and cannot hold a
+// rollout up.
 type envoyTargets struct {
 	services       corev1listers.ServiceLister
 	endpointSlices discoverylisters.EndpointSliceLister
 	metrics        *metrics
+	// accepts tells whether a pod's listener (ip:port) accepts connections.
+	accepts func(addr string) bool
+	// onChange runs (in its own goroutine) when the not ready pods that
+	// must confirm change without an EndpointSlice event (one stopped or
+	// started accepting), so rollouts in flight restart their probe rounds
+	// as they do on a slice change.
+	onChange func()
+
+	mu       sync.Mutex
+	included map[string]string // fleet Service -> not ready pods included last time
 }
 
 var _ status.ProbeTargetLister = (*envoyTargets)(nil)
@@ -59,7 +88,8 @@ func (t *envoyTargets) pods(fleet config.Fleet) (fleetPods, error) {
 	if err != nil {
 		return fleetPods{}, fmt.Errorf("failed to list EndpointSlices of %s: %w", fleet.Service, err)
 	}
-	out := fleetPods{IPs: sets.New[string]()}
+	out := fleetPods{IPs: sets.New[string](), NotReady: sets.New[string]()}
+	notReady := sets.New[string]()
 	for _, s := range slices {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
 			continue
@@ -73,18 +103,86 @@ func (t *envoyTargets) pods(fleet config.Fleet) (fleetPods, error) {
 		if port == "" {
 			continue
 		}
+		out.Port = port
 		for _, e := range s.Endpoints {
 			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+				notReady.Insert(e.Addresses...)
 				continue
 			}
-			out.Port = port
 			out.IPs.Insert(e.Addresses...)
 		}
 	}
 	if out.IPs.Len() == 0 {
+		// Nobody to ask is not a confirmation: a fleet needs a ready pod.
 		return fleetPods{}, fmt.Errorf("Envoy Service %s of class %s has no ready endpoints: %w", fleet.Service, fleet.Class, errNoEnvoyPods)
 	}
+	for _, ip := range sets.List(notReady.Difference(out.IPs)) {
+		if t.accepts != nil && t.accepts(net.JoinHostPort(ip, out.Port)) {
+			out.IPs.Insert(ip)
+			out.NotReady.Insert(ip)
+		}
+	}
+	t.noteIncluded(fleet.Service.String(), out.NotReady)
 	return out, nil
+}
+
+// noteIncluded remembers which not ready pods of a fleet must confirm and
+// calls onChange when that differs from the last time.
+func (t *envoyTargets) noteIncluded(fleet string, notReady sets.Set[string]) {
+	now := strings.Join(sets.List(notReady), ",")
+	t.mu.Lock()
+	if t.included == nil {
+		t.included = map[string]string{}
+	}
+	before, seen := t.included[fleet]
+	t.included[fleet] = now
+	t.mu.Unlock()
+	if seen && before != now && t.onChange != nil {
+		go t.onChange()
+	}
+}
+
+// listenCheck tells whether something accepts TCP connections at an
+// address, remembering each answer for a second: every KIngress in flight
+// asks about the same few pods on each reconcile.
+type listenCheck struct {
+	timeout, ttl time.Duration
+	mu           sync.Mutex
+	seen         map[string]listenSeen
+}
+
+type listenSeen struct {
+	at time.Time
+	ok bool
+}
+
+func newListenCheck() *listenCheck {
+	return &listenCheck{timeout: 500 * time.Millisecond, ttl: time.Second, seen: map[string]listenSeen{}}
+}
+
+// accepts dials addr. A starved Envoy still accepts (the kernel completes
+// the handshake); a pod whose Envoy is gone refuses or does not answer.
+func (l *listenCheck) accepts(addr string) bool {
+	l.mu.Lock()
+	s, ok := l.seen[addr]
+	l.mu.Unlock()
+	if ok && time.Since(s.at) < l.ttl {
+		return s.ok
+	}
+	c, err := net.DialTimeout("tcp", addr, l.timeout)
+	if err == nil {
+		c.Close()
+	}
+	l.mu.Lock()
+	// Forget what is old, so pods that left do not pile up.
+	for a, s := range l.seen {
+		if time.Since(s.at) > 10*l.ttl {
+			delete(l.seen, a)
+		}
+	}
+	l.seen[addr] = listenSeen{at: time.Now(), ok: err == nil}
+	l.mu.Unlock()
+	return err == nil
 }
 
 func httpPortName(svc *corev1.Service) (string, bool) {

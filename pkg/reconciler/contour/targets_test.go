@@ -1,0 +1,154 @@
+package contour
+
+import (
+	"errors"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/hitless/hitless/pkg/config"
+)
+
+// fleetWith builds the envoyTargets of one fleet whose EndpointSlice lists
+// the given pods (IP -> ready) on port.
+func fleetWith(t *testing.T, port int, pods map[string]bool) (*envoyTargets, config.Fleet) {
+	t.Helper()
+	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	slices := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := svcs.Add(&corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "contour-external", Name: "envoy"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "contour-external", Name: "envoy-1", Labels: map[string]string{discoveryv1.LabelServiceName: "envoy"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(port))}},
+	}
+	for ip, ready := range pods {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)}})
+	}
+	if err := slices.Add(slice); err != nil {
+		t.Fatal(err)
+	}
+	lc := newListenCheck()
+	lc.ttl = 0 // every call dials: the table changes listeners between calls
+	return &envoyTargets{
+			services:       corev1listers.NewServiceLister(svcs),
+			endpointSlices: discoverylisters.NewEndpointSliceLister(slices),
+			accepts:        lc.accepts,
+		}, config.Fleet{Class: "contour-external",
+			Service: types.NamespacedName{Namespace: "contour-external", Name: "envoy"}}
+}
+
+// TestNotReadyEnvoyPodsThatStillServeMustConfirm runs against real
+// listeners on loopback: 127.0.0.1 accepts on the port, 127.0.0.2 refuses.
+func TestNotReadyEnvoyPodsThatStillServeMustConfirm(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := l.Addr().(*net.TCPAddr).Port
+	const accepting, refusing, ready = "127.0.0.1", "127.0.0.2", "127.0.0.3"
+
+	tests := []struct {
+		name         string
+		pods         map[string]bool
+		want         []string
+		wantNotReady []string
+		wantErr      error
+	}{{
+		name: "ready pods only",
+		pods: map[string]bool{ready: true},
+		want: []string{ready},
+	}, {
+		name:         "a not ready pod that accepts connections still serves its clients: it must confirm",
+		pods:         map[string]bool{ready: true, accepting: false},
+		want:         []string{accepting, ready},
+		wantNotReady: []string{accepting},
+	}, {
+		name: "a not ready pod that refuses connections serves nobody: left out",
+		pods: map[string]bool{ready: true, refusing: false},
+		want: []string{ready},
+	}, {
+		name:    "no ready pod: nobody to confirm, even if a not ready one accepts",
+		pods:    map[string]bool{accepting: false},
+		wantErr: errNoEnvoyPods,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			targets, fleet := fleetWith(t, port, tc.pods)
+			got, err := targets.pods(fleet)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("pods() error = %v, want %v", err, tc.wantErr)
+			}
+			if tc.wantErr != nil {
+				return
+			}
+			if !got.IPs.Equal(sets.New(tc.want...)) || !got.NotReady.Equal(sets.New(tc.wantNotReady...)) {
+				t.Errorf("pods() = %v (not ready %v), want %v (not ready %v)", sets.List(got.IPs), sets.List(got.NotReady), tc.want, tc.wantNotReady)
+			}
+			if got.Port != strconv.Itoa(port) {
+				t.Errorf("port = %s, want %d", got.Port, port)
+			}
+		})
+	}
+}
+
+// TestNotReadyEnvoyPodThatStopsAcceptingIsForgotten: a not ready pod whose
+// Envoy goes away changes no EndpointSlice; the targets notice it on the
+// next look and say so, so the rollouts waiting for it restart their rounds.
+func TestNotReadyEnvoyPodThatStopsAcceptingIsForgotten(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	targets, fleet := fleetWith(t, port, map[string]bool{"127.0.0.3": true, "127.0.0.1": false})
+	changed := make(chan struct{}, 4)
+	targets.onChange = func() { changed <- struct{}{} }
+	var calls atomic.Int32
+	check := func(wantIncluded bool) {
+		t.Helper()
+		calls.Add(1)
+		got, err := targets.pods(fleet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.IPs.Has("127.0.0.1") != wantIncluded {
+			t.Fatalf("call %d: 127.0.0.1 included = %v, want %v", calls.Load(), !wantIncluded, wantIncluded)
+		}
+	}
+	check(true)
+	check(true)
+	select {
+	case <-changed:
+		t.Fatal("onChange called while nothing changed")
+	default:
+	}
+	l.Close()
+	check(false)
+	<-changed // a goroutine of its own; the test times out if it never comes
+}
