@@ -82,7 +82,8 @@ func TestFaultNotReadyEnvoyPodStillServes(t *testing.T) {
 		_, reason, msg := condition(ing, v1alpha1.IngressConditionLoadBalancerReady)
 		t.Logf("held while %s lags: %s: %s", lagIP, reason, msg)
 		stack(t, "mend-xds")
-		if _, err := c.WaitFor(ctx, ns, "unready", time.Minute, "Ready once the lagging pod hears from Contour", ready); err != nil {
+		// Two minutes: the cut gRPC stream recovers on TCP retransmission back-off.
+		if _, err := c.WaitFor(ctx, ns, "unready", 2*time.Minute, "Ready once the lagging pod hears from Contour", ready); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.DeleteBackend(ctx, ns, "old"); err != nil {
