@@ -1010,10 +1010,16 @@ envoy_settled() {
 # refused, both directions are dropped), so it keeps its configuration and
 # stays Ready while every update passes it by. The chains live in the
 # stack's own nft table, so `down` removes them with it.
+# need_pod_ip CMD IP: IP is a pod address of the stack's pod range, and the
+# stack is up
+need_pod_ip() {
+  [[ ${2:-} =~ ^10\.244\.[0-9]+\.[0-9]+$ ]] || die "$1: IP must be a pod IP (in $POD_CIDR), not ${2:-nothing}"
+  alive etcd || die "the stack is not up"
+}
+
 cmd_cut_xds() {
   local ip=${1:-} ports
-  [[ $ip =~ ^10\.244\.[0-9]+\.[0-9]+$ ]] || die "cut-xds: IP must be a pod IP (in $POD_CIDR), not ${ip:-nothing}"
-  alive etcd || die "the stack is not up"
+  need_pod_ip cut-xds "$ip"
   ports=$(IFS=,; echo "${XDS_PORT[*]}")
   nft -f - <<EOF
 table inet $NFT_TABLE {
@@ -1042,8 +1048,7 @@ cmd_mend_xds() {
 # 8002 of the Envoy manifest above) is dropped.
 cmd_fail_ready() {
   local ip=${1:-}
-  [[ $ip =~ ^10\.244\.[0-9]+\.[0-9]+$ ]] || die "fail-ready: IP must be a pod IP (in $POD_CIDR), not ${ip:-nothing}"
-  alive etcd || die "the stack is not up"
+  need_pod_ip fail-ready "$ip"
   nft -f - <<EOF
 table inet $NFT_TABLE {
   chain ready-out { type filter hook output priority filter - 10; policy accept; }

@@ -112,11 +112,9 @@ func TestRolloutDropsNothing(t *testing.T) {
 	if s.Failed() != 0 {
 		// Envoy's side of the same requests: response flags (UC, UF, NR...)
 		// and the upstream address, which the client cannot see.
-		for _, host := range []string{ext, local} {
-			for _, fleet := range []string{external, internal} {
-				for _, l := range harness.FailedAccessLog(harness.PodLogDir(), fleet, host, 20) {
-					t.Log("Envoy access log: " + l)
-				}
+		for fleet, host := range map[string]string{external: ext, internal: local} {
+			for _, l := range harness.FailedAccessLog(harness.PodLogDir(), fleet, host, 20) {
+				t.Log("Envoy access log: " + l)
 			}
 		}
 		t.Errorf("%d of %d requests failed or came from a backend not allowed then", s.Failed(), s.Requests)

@@ -61,8 +61,13 @@ type envoyTargets struct {
 	// as they do on a slice change.
 	onChange func()
 
-	mu       sync.Mutex
-	included map[string]string // fleet Service -> not ready pods included last time
+	mu   sync.Mutex
+	last map[string]notReadySeen // by fleet Service
+}
+
+// notReadySeen is what pods() saw of a fleet's not ready pods last time.
+type notReadySeen struct {
+	listed, included string // sorted, comma-joined
 }
 
 var _ status.ProbeTargetLister = (*envoyTargets)(nil)
@@ -122,22 +127,24 @@ func (t *envoyTargets) pods(fleet config.Fleet) (fleetPods, error) {
 			out.NotReady.Insert(ip)
 		}
 	}
-	t.noteIncluded(fleet.Service.String(), out.NotReady)
+	t.noteIncluded(fleet.Service.String(), notReady, out.NotReady)
 	return out, nil
 }
 
-// noteIncluded remembers which not ready pods of a fleet must confirm and
-// calls onChange when that differs from the last time.
-func (t *envoyTargets) noteIncluded(fleet string, notReady sets.Set[string]) {
-	now := strings.Join(sets.List(notReady), ",")
+// noteIncluded remembers which not ready pods of a fleet the EndpointSlices
+// list and which of them must confirm, and calls onChange when only the
+// latter changed: a change of the slices restarts rollouts through the
+// slice handler already, and a second restart would cost a probe round.
+func (t *envoyTargets) noteIncluded(fleet string, listed, included sets.Set[string]) {
+	now := notReadySeen{listed: strings.Join(sets.List(listed), ","), included: strings.Join(sets.List(included), ",")}
 	t.mu.Lock()
-	if t.included == nil {
-		t.included = map[string]string{}
+	if t.last == nil {
+		t.last = map[string]notReadySeen{}
 	}
-	before, seen := t.included[fleet]
-	t.included[fleet] = now
+	before, seen := t.last[fleet]
+	t.last[fleet] = now
 	t.mu.Unlock()
-	if seen && before != now && t.onChange != nil {
+	if seen && before.listed == now.listed && before.included != now.included && t.onChange != nil {
 		go t.onChange()
 	}
 }
