@@ -90,9 +90,49 @@ func Decide(desired *resources.Serving, obs Observed) Plan {
 func backendsOf(proxies []*contourv1.HTTPProxy) resources.ClassBackends {
 	out := resources.ClassBackends{}
 	for _, p := range proxies {
-		out.Add(p.Spec.IngressClassName, resources.BackendsOfProxy(p).UnsortedList()...)
+		out.Add(resources.ProxyClass(p), resources.BackendsOfProxy(p).UnsortedList()...)
 	}
 	return out
+}
+
+// Adopt renames each desired serving proxy after the serving proxy that
+// already serves its host on its class under another name: one that
+// net-contour wrote before the cluster moved to hitless, or an older naming
+// of ours. Writing the desired spec onto that object moves the host in one
+// update; a second proxy for the host would have Contour invalidate both
+// and the host answer 404. A desired proxy whose own name exists keeps it;
+// the other proxies of its host are then Stale. serving must be sorted by
+// name so every reconcile picks the same one.
+func Adopt(desired, serving []*contourv1.HTTPProxy) {
+	type vhost struct{ class, fqdn string }
+	exists := make(map[string]bool, len(serving))
+	for _, p := range serving {
+		exists[p.Name] = true
+	}
+	wanted := make(map[string]bool, len(desired))
+	for _, d := range desired {
+		wanted[d.Name] = true
+	}
+	byHost := map[vhost]string{}
+	for _, p := range serving {
+		if p.Spec.VirtualHost == nil || wanted[p.Name] {
+			continue
+		}
+		k := vhost{resources.ProxyClass(p), p.Spec.VirtualHost.Fqdn}
+		if _, ok := byHost[k]; !ok {
+			byHost[k] = p.Name
+		}
+	}
+	for _, d := range desired {
+		if d.Spec.VirtualHost == nil || exists[d.Name] {
+			continue
+		}
+		k := vhost{resources.ProxyClass(d), d.Spec.VirtualHost.Fqdn}
+		if name, ok := byHost[k]; ok {
+			d.Name = name
+			delete(byHost, k)
+		}
+	}
 }
 
 // Stale returns the serving proxies that the desired state no longer has

@@ -62,6 +62,19 @@ func TestDecide(t *testing.T) {
 		wantKeep: resources.ClassBackends{},
 		wantNew:  resources.ClassBackends{},
 	}, {
+		name:      "net-contour's proxy (class in the annotation) is held like ours while a fresh backend is warmed",
+		desired:   serving(cb(ext, green), proxy("a", ext, green)),
+		obs:       Observed{Serving: []*contourv1.HTTPProxy{host(proxy("nc-a", ext, blue), "a.example.com", true)}},
+		wantKeep:  cb(ext, blue, green),
+		wantNew:   cb(ext, green),
+		wantProbe: true,
+	}, {
+		name:     "net-contour's proxy of the same backends: taken over without a warm round",
+		desired:  serving(cb(ext, blue), proxy("a", ext, blue)),
+		obs:      Observed{Serving: []*contourv1.HTTPProxy{host(proxy("nc-a", ext, blue), "a.example.com", true)}},
+		wantKeep: resources.ClassBackends{},
+		wantNew:  resources.ClassBackends{},
+	}, {
 		name:     "steady state: same backends, no warm proxies, nothing to do",
 		desired:  serving(cb(ext, blue), proxy("a", ext, blue)),
 		obs:      Observed{Serving: []*contourv1.HTTPProxy{proxy("a", ext, blue)}},
@@ -234,5 +247,89 @@ func TestRejected(t *testing.T) {
 	bad, why := Rejected(p)
 	if !bad || why != "At least one error present, see Errors for details; Secret not found" {
 		t.Errorf("Rejected = (%v, %q), want Contour's reason", bad, why)
+	}
+}
+
+// host gives a test proxy a virtual host; annotated moves its class from
+// spec.ingressClassName to the annotation, as net-contour writes it.
+func host(p *contourv1.HTTPProxy, fqdn string, annotated bool) *contourv1.HTTPProxy {
+	p.Spec.VirtualHost = &contourv1.VirtualHost{Fqdn: fqdn}
+	if annotated {
+		p.Annotations = map[string]string{resources.ContourClassAnnotation: p.Spec.IngressClassName}
+		p.Spec.IngressClassName = ""
+	}
+	return p
+}
+
+func TestAdopt(t *testing.T) {
+	tests := []struct {
+		name    string
+		desired []*contourv1.HTTPProxy
+		serving []*contourv1.HTTPProxy
+		want    []string
+	}{{
+		name:    "nothing serves yet: our names",
+		desired: []*contourv1.HTTPProxy{host(proxy("ours-a", ext, blue), "a.example.com", false)},
+		want:    []string{"ours-a"},
+	}, {
+		name:    "net-contour's proxy of the host on the class is taken over under its name",
+		desired: []*contourv1.HTTPProxy{host(proxy("ours-a", ext, blue), "a.example.com", false)},
+		serving: []*contourv1.HTTPProxy{host(proxy("hello-contour-external-a.example.com", ext, blue), "a.example.com", true)},
+		want:    []string{"hello-contour-external-a.example.com"},
+	}, {
+		name:    "a proxy of the same host on another class is another Contour's: not adopted",
+		desired: []*contourv1.HTTPProxy{host(proxy("ours-a", ext, blue), "a.example.com", false)},
+		serving: []*contourv1.HTTPProxy{host(proxy("hello-contour-internal-a.example.com", in, blue), "a.example.com", true)},
+		want:    []string{"ours-a"},
+	}, {
+		name:    "ours exists next to net-contour's (both invalid): ours stays, the other is stale",
+		desired: []*contourv1.HTTPProxy{host(proxy("ours-a", ext, blue), "a.example.com", false)},
+		serving: []*contourv1.HTTPProxy{
+			host(proxy("hello-contour-external-a.example.com", ext, blue), "a.example.com", true),
+			host(proxy("ours-a", ext, blue), "a.example.com", false),
+		},
+		want: []string{"ours-a"},
+	}, {
+		name: "each host takes over its own proxy; a new host gets our name",
+		desired: []*contourv1.HTTPProxy{
+			host(proxy("ours-a", ext, green), "a.example.com", false),
+			host(proxy("ours-b", ext, green), "b.example.com", false),
+			host(proxy("ours-c", ext, green), "c.example.com", false),
+		},
+		serving: []*contourv1.HTTPProxy{
+			host(proxy("nc-a", ext, blue), "a.example.com", true),
+			host(proxy("nc-b", ext, blue), "b.example.com", true),
+		},
+		want: []string{"nc-a", "nc-b", "ours-c"},
+	}, {
+		name: "two old proxies of one host: the first by name is taken over, the other is stale",
+		desired: []*contourv1.HTTPProxy{
+			host(proxy("ours-a", ext, blue), "a.example.com", false),
+		},
+		serving: []*contourv1.HTTPProxy{
+			host(proxy("nc-a1", ext, blue), "a.example.com", true),
+			host(proxy("nc-a2", ext, blue), "a.example.com", true),
+		},
+		want: []string{"nc-a1"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			Adopt(tt.desired, tt.serving)
+			var got []string
+			for _, d := range tt.desired {
+				got = append(got, d.Name)
+			}
+			if !sets.New(got...).Equal(sets.New(tt.want...)) || len(got) != len(tt.want) {
+				t.Errorf("names = %v, want %v", got, tt.want)
+			}
+			stale := Stale(&resources.Serving{Proxies: tt.desired}, tt.serving)
+			for _, s := range stale {
+				for _, w := range tt.want {
+					if s.Name == w {
+						t.Errorf("%s is both adopted and stale", w)
+					}
+				}
+			}
+		})
 	}
 }

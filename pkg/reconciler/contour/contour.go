@@ -25,6 +25,7 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
+	netclientset "knative.dev/networking/pkg/client/clientset/versioned"
 	ingressreconciler "knative.dev/networking/pkg/client/injection/reconciler/networking/v1alpha1/ingress"
 	netlisters "knative.dev/networking/pkg/client/listers/networking/v1alpha1"
 	"knative.dev/networking/pkg/status"
@@ -63,6 +64,7 @@ type Prober interface {
 // Reconciler implements the KIngress reconciler.
 type Reconciler struct {
 	contourClient contourclientset.Interface
+	netClient     netclientset.Interface
 	proxyLister   contourlisters.HTTPProxyLister
 	proxyIndexer  cache.Indexer
 	ingressLister netlisters.IngressLister
@@ -95,6 +97,10 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 		readySince = ing.Status.GetCondition(v1alpha1.IngressConditionLoadBalancerReady).LastTransitionTime.Inner.Time
 	}
 
+	if resources.IsNetContourEndpointProbe(ing) {
+		return r.retireEndpointProbe(ctx, ing)
+	}
+
 	desired, err := resources.MakeServing(ctx, ing, r.resolver(ing))
 	if err != nil {
 		return r.badInputOr(ing, err)
@@ -121,6 +127,7 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 		return nil
 	}
 
+	rollout.Adopt(desired.Proxies, obs.Serving)
 	obs.Exists = r.backendExists(ing)
 	plan := rollout.Decide(desired, obs)
 	if plan.NeedsWarm() {
@@ -199,6 +206,57 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 	return nil
 }
 
+// endpointProbeRecheck is how often the endpoint probe child net-contour
+// left behind looks again whether its parent is served by hitless yet.
+const endpointProbeRecheck = 2 * time.Second
+
+// retireEndpointProbe deletes the endpoint probe child KIngress net-contour
+// left behind, once hitless serves its parent: the parent is Ready at its
+// generation and no proxy of net-contour's serves it any more. Until then
+// its proxies may be what keeps a backend's cluster in Envoy (net-contour
+// held the old and the new backends of a rollout through it), so it stays
+// untouched, and hitless never serves its reserved hosts itself.
+func (r *Reconciler) retireEndpointProbe(ctx context.Context, child *v1alpha1.Ingress) error {
+	ref := metav1.GetControllerOf(child)
+	parent, err := r.ingressLister.Ingresses(child.Namespace).Get(ref.Name)
+	switch {
+	case apierrs.IsNotFound(err):
+		return nil // the garbage collector removes the child with its parent
+	case err != nil:
+		return fmt.Errorf("failed to get KIngress %s/%s, parent of net-contour's endpoint probe %s: %w",
+			child.Namespace, ref.Name, child.Name, err)
+	case parent.UID != ref.UID:
+		return nil
+	}
+	obs, err := r.observe(parent)
+	if err != nil {
+		return err
+	}
+	if !parent.IsReady() || parent.Status.ObservedGeneration != parent.Generation || servedByNetContour(obs) {
+		r.enqueueAfter(child, endpointProbeRecheck)
+		return nil
+	}
+	if err := r.netClient.NetworkingV1alpha1().Ingresses(child.Namespace).Delete(ctx, child.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &child.UID},
+	}); err != nil && !apierrs.IsNotFound(err) {
+		return fmt.Errorf("failed to delete net-contour's endpoint probe KIngress %s/%s: %w", child.Namespace, child.Name, err)
+	}
+	logging.FromContext(ctx).Infow("Deleted net-contour's endpoint probe KIngress: hitless serves its parent",
+		zap.String("parent", parent.Namespace+"/"+parent.Name))
+	return nil
+}
+
+// servedByNetContour tells whether any serving proxy observed is one
+// net-contour wrote and hitless has not taken over yet.
+func servedByNetContour(obs rollout.Observed) bool {
+	for _, p := range obs.Serving {
+		if !resources.IsRole(p, resources.RoleServing) {
+			return true
+		}
+	}
+	return false
+}
+
 // badInputOr turns a user's mistake into a condition (no retry: the tracker
 // re-enqueues when the input changes) and passes anything else on.
 func (r *Reconciler) badInputOr(ing *v1alpha1.Ingress, err error) error {
@@ -254,25 +312,34 @@ func (r *Reconciler) backendExists(ing *v1alpha1.Ingress) func(resources.Backend
 	}
 }
 
-// observe reads the proxies this KIngress controls, by role.
+// observe reads the proxies this KIngress controls, by role. net-contour's
+// proxies of it count as serving: they serve its hosts until hitless writes
+// over them (rollout.Adopt), so their backends are held and their hosts
+// taken over, never claimed a second time.
 func (r *Reconciler) observe(ing *v1alpha1.Ingress) (rollout.Observed, error) {
-	proxies, err := r.proxyLister.HTTPProxies(ing.Namespace).List(labels.SelectorFromSet(resources.SelectorFor(ing)))
+	// One pass over the namespace, as a label selector would make anyway:
+	// ours carry LabelIngress, net-contour's NetContourParentLabel.
+	proxies, err := r.proxyLister.HTTPProxies(ing.Namespace).List(labels.Everything())
 	if err != nil {
 		return rollout.Observed{}, fmt.Errorf("failed to list HTTPProxies of %s/%s: %w", ing.Namespace, ing.Name, err)
 	}
-	sort.Slice(proxies, func(i, j int) bool { return proxies[i].Name < proxies[j].Name })
+	label := resources.SelectorFor(ing)[resources.LabelIngress]
 	var obs rollout.Observed
 	for _, p := range proxies {
-		if !metav1.IsControlledBy(p, ing) {
+		ours := p.Labels[resources.LabelIngress] == label
+		netContour := !ours && p.Labels[resources.NetContourParentLabel] == ing.Name
+		if (!ours && !netContour) || !metav1.IsControlledBy(p, ing) {
 			continue
 		}
 		switch {
-		case resources.IsRole(p, resources.RoleServing):
+		case netContour, resources.IsRole(p, resources.RoleServing):
 			obs.Serving = append(obs.Serving, p)
 		case resources.IsRole(p, resources.RoleWarm):
 			obs.Warm = append(obs.Warm, p)
 		}
 	}
+	sort.Slice(obs.Serving, func(i, j int) bool { return obs.Serving[i].Name < obs.Serving[j].Name })
+	sort.Slice(obs.Warm, func(i, j int) bool { return obs.Warm[i].Name < obs.Warm[j].Name })
 	return obs, nil
 }
 

@@ -13,6 +13,7 @@ import (
 	clientgotesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
+	"knative.dev/pkg/kmeta"
 	rtesting "knative.dev/pkg/reconciler/testing"
 
 	"github.com/hitless/hitless/pkg/resources"
@@ -106,6 +107,46 @@ func TestReconcile(t *testing.T) {
 	oneHost := ing("blue", withHosts("a.example.com"))
 	oneHostServing := serving(t, oneHost)
 	twoHostServing := serving(t, twoHosts)
+
+	// What net-contour leaves serving a host after its controller stopped:
+	// its own name, labels and class annotation, its route options, valid.
+	netContour := func(i *v1alpha1.Ingress, backend string) *contourv1.HTTPProxy {
+		return &contourv1.HTTPProxy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: i.Name + "-contour-external-hello.example.com",
+				Labels: map[string]string{resources.NetContourParentLabel: i.Name, "contour.networking.knative.dev/generation": "1",
+					resources.ContourClassAnnotation: "contour-external"},
+				Annotations:     map[string]string{resources.ContourClassAnnotation: "contour-external"},
+				OwnerReferences: []metav1.OwnerReference{*kmeta.NewControllerRef(i)}},
+			Spec: contourv1.HTTPProxySpec{
+				VirtualHost: &contourv1.VirtualHost{Fqdn: "hello.example.com"},
+				Routes: []contourv1.Route{{
+					Services:         []contourv1.Service{{Name: backend, Port: 80, Weight: 100}},
+					RetryPolicy:      &contourv1.RetryPolicy{NumRetries: 2, RetryOn: []contourv1.RetryOn{"connect-failure", "reset"}},
+					EnableWebsockets: true,
+				}},
+			},
+			Status: contourv1.HTTPProxyStatus{CurrentStatus: "valid"},
+		}
+	}
+	ncBlue := netContour(ing("blue"), "blue")
+	// Taken over: our spec, labels and annotations on net-contour's object.
+	adopted := ncBlue.DeepCopy()
+	adopted.Spec = blueServing.Proxies[0].Spec
+	adopted.Labels = blueServing.Proxies[0].Labels
+	adopted.Annotations = blueServing.Proxies[0].Annotations
+	// The broken state of an earlier hitless: its own proxy created next to
+	// net-contour's, Contour invalidating both.
+	ncBlueInvalid := ncBlue.DeepCopy()
+	ncBlueInvalid.Status = contourv1.HTTPProxyStatus{CurrentStatus: "invalid", Description: `fqdn "hello.example.com" is used in multiple HTTPProxies`}
+	oursInvalid := blueServing.Proxies[0].DeepCopy()
+	oursInvalid.Status = ncBlueInvalid.Status
+	// net-contour's endpoint probe child, left by a rollout in flight.
+	epChild := ing("blue", withStatus(), func(i *v1alpha1.Ingress) {
+		i.Name, i.UID = testName+"--ep", "uid-ep"
+		i.Annotations[resources.NetContourEndpointsProbe] = "true"
+		i.OwnerReferences = []metav1.OwnerReference{*kmeta.NewControllerRef(ing("blue"))}
+		i.Spec.Rules[0].Hosts = []string{"blue.gen-2.hello.default.net-contour.invalid"}
+	})
 
 	table := rtesting.TableTest{{
 		Name: "bad workqueue key",
@@ -254,6 +295,60 @@ func TestReconcile(t *testing.T) {
 			if diff := cmp.Diff(want, row.OtherTestData[proberKey].(*fakeProber).cancelled); diff != "" {
 				t.Errorf("cancelled probing (-want, +got):\n%s", diff)
 			}
+		}},
+	}, {
+		Name: "net-contour's proxy of the same backend is taken over in place: one update under its name, never a second proxy for the host",
+		Key:  "default/hello",
+		Objects: objs(pods, []runtime.Object{
+			ncBlue, ing("blue", withStatus(ready)), service("blue"),
+		}),
+		WantUpdates: []clientgotesting.UpdateActionImpl{update(adopted)},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(ready,
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
+		Name: "net-contour's proxy of an old backend keeps serving while the fresh one is warmed; its backend is held",
+		Key:  "default/hello",
+		Objects: objs(pods, []runtime.Object{
+			ncBlue, ing("green", withStatus(ready), func(i *v1alpha1.Ingress) { i.Status.ObservedGeneration = 1 }),
+			service("blue"), service("green"),
+		}),
+		WantCreates: proxies(warmGreen.Proxies),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
+			waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/green:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/green:80")},
+	}, {
+		Name: "ours next to net-contour's for one host (Contour invalidated both): net-contour's goes, ours is probed",
+		Key:  "default/hello",
+		Objects: objs(pods, []runtime.Object{
+			ncBlueInvalid, oursInvalid, ing("blue"), service("blue"),
+		}),
+		WantDeletes: []clientgotesting.DeleteActionImpl{deleteOf(ncBlueInvalid)},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(func(i *v1alpha1.Ingress) {
+			markProxyInvalid(i, oursInvalid.Name, oursInvalid.Status.Description)
+		})))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
+		Name: "net-contour's endpoint probe child is left alone while net-contour's proxy still serves its parent",
+		Key:  "default/hello--ep",
+		Objects: objs(pods, []runtime.Object{
+			epChild, ncBlue, ing("blue", withStatus(ready)), service("blue"),
+		}),
+		PostConditions: []func(*testing.T, *rtesting.TableRow){func(t *testing.T, row *rtesting.TableRow) {
+			if got := row.OtherTestData[enqueuedKey].(map[string]time.Duration)["default/hello--ep"]; got != endpointProbeRecheck {
+				t.Errorf("requeued after %v, want %v", got, endpointProbeRecheck)
+			}
+		}},
+	}, {
+		Name: "net-contour's endpoint probe child is deleted once hitless serves its parent",
+		Key:  "default/hello--ep",
+		Objects: objs(pods, proxies(blueServing.Proxies), []runtime.Object{
+			epChild, ing("blue", withStatus(ready)), service("blue"),
+		}),
+		WantDeletes: []clientgotesting.DeleteActionImpl{{
+			ActionImpl: clientgotesting.ActionImpl{Namespace: testNS, Verb: "delete",
+				Resource: v1alpha1.SchemeGroupVersion.WithResource("ingresses")},
+			Name: epChild.Name,
 		}},
 	}, {
 		Name:    "a missing backend Service is bad input: a condition names it and nothing is written",

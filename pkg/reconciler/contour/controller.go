@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"knative.dev/networking/pkg/apis/networking"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
+	netclient "knative.dev/networking/pkg/client/injection/client"
 	ingressinformer "knative.dev/networking/pkg/client/injection/informers/networking/v1alpha1/ingress"
 	ingressreconciler "knative.dev/networking/pkg/client/injection/reconciler/networking/v1alpha1/ingress"
 	netcfg "knative.dev/networking/pkg/config"
@@ -78,6 +79,7 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		accepts: newListenCheck().accepts}
 	r := &Reconciler{
 		contourClient: contourclient.Get(ctx),
+		netClient:     netclient.Get(ctx),
 		proxyLister:   proxyInf.Lister(),
 		proxyIndexer:  proxyInf.Informer().GetIndexer(),
 		ingressLister: ingInformer.Lister(),

@@ -304,6 +304,7 @@ func makeFactory() rtesting.Factory {
 		services := corev1listers.NewServiceLister(sorter.IndexerForObjectType(&corev1.Service{}))
 		r := &Reconciler{
 			contourClient: contourClient,
+			netClient:     netClient,
 			proxyLister:   contourlisters.NewHTTPProxyLister(proxyIndexer),
 			proxyIndexer:  proxyIndexer,
 			ingressLister: cached,
