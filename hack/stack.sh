@@ -8,10 +8,11 @@
 #   hack/stack.sh down                      stop and remove everything (idempotent)
 #   hack/stack.sh env                       print KUBECONFIG and INGRESS_ADDRESS exports
 #   hack/stack.sh status                    what runs, what is ready
-#   hack/stack.sh restart NAME [--down S]   stop a component (kube-apiserver,
-#                                           contour-external, contour-internal),
-#                                           keep it down S seconds (default 0),
-#                                           start it and wait until it serves
+#   hack/stack.sh restart NAME [--down S]   stop a component (kube-apiserver, a
+#                                           Contour: contour-external[-2],
+#                                           contour-internal[-2]), keep it down
+#                                           S seconds (default 0), start it and
+#                                           wait until it serves
 #   hack/stack.sh scale-envoy FLEET N       scale a fleet's Envoy pods to N and wait
 #                                           until exactly N are Ready and serve
 #   hack/stack.sh cut-xds IP                drop the xDS traffic between the Envoy
@@ -46,8 +47,14 @@
 # - no cloud provider: this script writes contour-external/envoy's
 #   status.loadBalancer (10.245.0.10), which kube-proxy then programs;
 # - CoreDNS serves only cluster.local and the reverse zones (no forwarding);
-# - Contour runs on the host (one per fleet, xDS on 10.244.0.1:8001/8002,
-#   plain gRPC); Envoy runs as pods whose admin API is the abstract socket
+# - Contour runs on the host, $HITLESS_CONTOUR_REPLICAS (default 2) per fleet
+#   as a cluster operator runs it: replica 1 (contour-<fleet>) serves xDS on
+#   10.244.0.1:8001 (external) / 8002 (internal), replica 2
+#   (contour-<fleet>-2) on 8011 / 8012, plain gRPC; Contour's own leader
+#   election (Lease leader-elect in the fleet's namespace) picks the one that
+#   writes status, and every replica serves xDS. Each Envoy's bootstrap names
+#   every replica of its fleet, so a Contour restart leaves it a live xDS
+#   source. Envoy runs as pods whose admin API is the abstract socket
 #   @envoy-admin inside each pod's network namespace;
 # - each fleet has an HTTPProxy hitless-stack-probe (host
 #   stack-probe.<fleet>.hitless.local, a direct 200): it gives Envoy its HTTP
@@ -96,9 +103,35 @@ SERVING_CMD_REPO=ko.local/knative-serving
 SERVING_TEST_REPO=ko.local/serving-test
 declare -A XDS_PORT=([contour-external]=8001 [contour-internal]=8002)
 declare -A CONTOUR_PORT_BASE=([contour-external]=8100 [contour-internal]=8200)
+CONTOUR_REPLICAS=${HITLESS_CONTOUR_REPLICAS:-2}
+[[ $CONTOUR_REPLICAS =~ ^[12]$ ]] || { echo "HITLESS_CONTOUR_REPLICAS must be 1 or 2" >&2; exit 2; }
 SYSCTLS=(net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1)
 # in start order (`down` stops them in reverse, the apiserver before etcd)
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler nodeagent kube-proxy coredns contour-external contour-internal)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler nodeagent kube-proxy coredns)
+for _fleet in "${FLEETS[@]}"; do
+  COMPONENTS+=("$_fleet")
+  ((CONTOUR_REPLICAS < 2)) || COMPONENTS+=("$_fleet-2")
+done
+unset _fleet
+
+# contours FLEET: the component names of the fleet's Contour replicas
+contours() {
+  echo "$1"
+  ((CONTOUR_REPLICAS < 2)) || echo "$1-2"
+}
+# fleet_of NAME: the fleet a Contour replica serves (contour-external-2 -> contour-external)
+fleet_of() { echo "${1%-2}"; }
+# replica ports: replica 2 of a fleet serves xDS 10 above replica 1 and its
+# HTTP, health and debug ports 50 above
+second() { [[ $1 == *-2 ]]; }
+xds_port() { local f; f=$(fleet_of "$1"); if second "$1"; then echo $((XDS_PORT[$f] + 10)); else echo "${XDS_PORT[$f]}"; fi; }
+port_base() { local f; f=$(fleet_of "$1"); if second "$1"; then echo $((CONTOUR_PORT_BASE[$f] + 50)); else echo "${CONTOUR_PORT_BASE[$f]}"; fi; }
+# all_xds_ports: every xDS port of every replica, comma-separated
+all_xds_ports() {
+  local f c out=()
+  for f in "${FLEETS[@]}"; do for c in $(contours "$f"); do out+=("$(xds_port "$c")"); done; done
+  (IFS=,; echo "${out[*]}")
+}
 
 T0=${EPOCHREALTIME/,/.}
 log() { printf '%s stack: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -168,15 +201,17 @@ start() {
   log "$name started (pid $(pid_of "$name"))"
 }
 
-# stop [-g GRACE_SECONDS] NAME... : SIGTERM to all, wait, SIGKILL what is left
+# stop [-g GRACE_SECONDS | -k] NAME... : SIGTERM to all, wait, SIGKILL what
+# is left; -k: SIGKILL at once (a crash)
 stop() {
-  local grace=15 name pid i left
+  local grace=15 sig=TERM name pid i left
   local -A pids=()
   if [[ $1 == -g ]]; then grace=$2; shift 2; fi
+  if [[ $1 == -k ]]; then sig=KILL grace=5; shift; fi
   for name in "$@"; do
     if alive "$name"; then
       pids[$name]=$(pid_of "$name")
-      kill -TERM "${pids[$name]}" 2>/dev/null || true
+      kill -"$sig" "${pids[$name]}" 2>/dev/null || true
     fi
   done
   for ((i = 0; i < grace * 10; i++)); do
@@ -660,7 +695,9 @@ envoy_bootstrap() {
   # namespace, so every Envoy pod has its own without a shared filesystem path.
   "$BIN/contour" bootstrap "$out/bootstrap.json" --xds-address="$GW" --xds-port="${XDS_PORT[$1]}" \
     --xds-resource-version=v3 --admin-address=@envoy-admin --namespace="$1" >/dev/null 2>>"$LOGS/contour-bootstrap.log"
-  python3 - "$out/bootstrap.json" <<'EOF'
+  local ports=() c
+  for c in $(contours "$1"); do ports+=("$(xds_port "$c")"); done
+  python3 - "$out/bootstrap.json" "${ports[@]}" <<'EOF'
 import json, sys
 
 def fix(o):
@@ -677,6 +714,17 @@ def fix(o):
 
 b = json.load(open(sys.argv[1]))
 fix(b)
+# Every Contour replica of the fleet is an endpoint of the xDS cluster: each
+# xDS stream picks one, and a stream whose Contour goes away reconnects to
+# one that is up, which has its whole state built.
+for c in b["static_resources"]["clusters"]:
+    if c["name"] != "contour":
+        continue
+    lbs = c["load_assignment"]["endpoints"][0]["lb_endpoints"]
+    first = lbs[0]["endpoint"]["address"]["socket_address"]
+    c["load_assignment"]["endpoints"][0]["lb_endpoints"] = [
+        {"endpoint": {"address": {"socket_address": {"address": first["address"], "port_value": int(p)}}}}
+        for p in sys.argv[2:]]
 print(json.dumps(json.dumps(b, separators=(",", ":"))))
 EOF
   rm -rf "$out"
@@ -770,25 +818,41 @@ EOF
 # Contour's client defaults (5 requests/s) make its HTTPProxy status writes
 # lag minutes behind at a thousand proxies; hitless reads that status back.
 contour_up() {
-  local ns=$1 base=${CONTOUR_PORT_BASE[$1]}
-  local cfg=$STACK/contour-$ns.yaml
-  contour_config "$ns" >"$cfg.new"
-  if ! cmp -s "$cfg.new" "$cfg" && alive "$ns"; then
-    # Contour reads its configuration file only when it starts
-    log "$ns: configuration changed; restarting it"
-    stop "$ns"
+  local c
+  for c in $(contours "$1"); do contour_up_one "$c"; done
+}
+
+# contour_up_one NAME: one Contour replica; the replicas of a fleet share its
+# configuration file and class, each has its own ports and pid
+contour_up_one() {
+  local name=$1 ns base cfg args
+  ns=$(fleet_of "$name")
+  base=$(port_base "$name")
+  cfg=$STACK/contour-$ns.yaml
+  contour_config "$ns" >"$cfg"
+  args=(serve --kubeconfig="$KCFG" --config-path="$cfg"
+    --xds-address="$GW" --xds-port="$(xds_port "$name")" --insecure
+    --leader-election-resource-namespace="$ns" --ingress-class-name="$ns"
+    --envoy-service-namespace="$ns" --envoy-service-name=envoy
+    --http-address=127.0.0.1 --http-port="$base"
+    --health-address=127.0.0.1 --health-port="$((base + 1))"
+    --debug-http-address=127.0.0.1 --debug-http-port="$((base + 2))"
+    --kubernetes-client-qps=100 --kubernetes-client-burst=200)
+  { printf '%s\n' "${args[@]}"; cat "$cfg"; } >"$STACK/$name.applied.new"
+  if ! cmp -s "$STACK/$name.applied.new" "$STACK/$name.applied" && alive "$name"; then
+    # Contour reads its flags and configuration file only when it starts
+    log "$name: flags or configuration changed; restarting it"
+    stop "$name"
   fi
-  mv "$cfg.new" "$cfg"
-  restart_stale "$ns"
-  alive "$ns" || start "$ns" "$BIN/contour" serve --kubeconfig="$KCFG" \
-    --config-path="$STACK/contour-$ns.yaml" \
-    --xds-address="$GW" --xds-port="${XDS_PORT[$ns]}" --insecure \
-    --disable-leader-election --ingress-class-name="$ns" \
-    --envoy-service-namespace="$ns" --envoy-service-name=envoy \
-    --http-address=127.0.0.1 --http-port="$base" \
-    --health-address=127.0.0.1 --health-port="$((base + 1))" \
-    --debug-http-address=127.0.0.1 --debug-http-port="$((base + 2))" \
-    --kubernetes-client-qps=100 --kubernetes-client-burst=200
+  mv "$STACK/$name.applied.new" "$STACK/$name.applied"
+  restart_stale "$name"
+  alive "$name" || start "$name" "$BIN/contour" "${args[@]}"
+}
+
+# contour_serving NAME: its xDS server accepts connections, which Contour
+# starts only once its informers have synced and its first DAG is built
+contour_serving() {
+  timeout 1 bash -c "exec 3<>/dev/tcp/$GW/$(xds_port "$1")" 2>/dev/null
 }
 
 envoy_pods_ready() {
@@ -818,11 +882,14 @@ fleets_up() {
   kubectl patch service envoy -n contour-external --subresource=status --type=merge \
     -p "{\"status\":{\"loadBalancer\":{\"ingress\":[{\"ip\":\"$LB_IP\",\"ipMode\":\"VIP\"}]}}}" >/dev/null
   for ns in "${FLEETS[@]}"; do
-    retry 120 envoy_pods_ready "$ns" "$replicas" || die "Envoy pods of $ns are not Ready: $(kubectl get pods -n "$ns" -o wide 2>&1)"
+    # a changed manifest (a new bootstrap) rolls the pods: wait for the new ones
+    kubectl rollout status deployment/envoy -n "$ns" --timeout=120s >/dev/null ||
+      die "Envoy Deployment of $ns did not roll out: $(kubectl get pods -n "$ns" -o wide 2>&1)"
+    retry 120 envoy_settled "$ns" "$replicas" || die "Envoy pods of $ns are not Ready: $(kubectl get pods -n "$ns" -o wide 2>&1)"
     for ip in $(envoy_pod_ips "$ns"); do
       retry 30 probe_envoy "$ip:8080" "$ns" || die "Envoy pod $ip of $ns does not serve the stack's probe route"
     done
-    log "$ns: Contour up, $replicas Envoy pods Ready ($(envoy_pod_ips "$ns" | tr '\n' ' '))"
+    log "$ns: $CONTOUR_REPLICAS Contours up, $replicas Envoy pods Ready ($(envoy_pod_ips "$ns" | tr '\n' ' '))"
   done
   retry 30 probe_envoy "$LB_IP" contour-external || die "http://$LB_IP/ does not answer"
   log "http://$LB_IP/ answers (probe host 200, any other host: $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$LB_IP/"))"
@@ -901,7 +968,9 @@ cmd_down() {
   [[ $(id -u) == 0 ]] || die "the stack needs root"
   mkdir -p "$LOGS"
   lock
-  stop contour-internal contour-external coredns kube-proxy
+  # every Contour replica, of either replica count (a stack brought up with
+  # two and taken down with one set stops both)
+  stop contour-internal-2 contour-internal contour-external-2 contour-external coredns kube-proxy
   if [[ -x $BIN/kube-proxy ]]; then
     "$BIN/kube-proxy" --cleanup --proxy-mode=nftables >>"$LOGS/kube-proxy.log" 2>&1 || true
   fi
@@ -940,15 +1009,17 @@ cmd_status() {
   return $rc
 }
 
-# restart NAME [--down SECONDS]: a component stopped (SIGTERM, as a rolling
-# update or a node drain would) and brought back by the same code as `up`,
-# which waits until it serves again. Envoy keeps the configuration it has
+# restart NAME [--down SECONDS] [--kill]: a component stopped (SIGTERM, as a
+# rolling update or a node drain would; with --kill, SIGKILL, as a crash or
+# an OOM kill would) and brought back by the same code as `up`, which waits
+# until it serves again. Envoy keeps the configuration it has
 # while its Contour is away; the API server's clients retry.
 cmd_restart() {
-  local name=${1:-} down=0
+  local name=${1:-} down=0 kill=0
   shift || true
   while (($#)); do
     case $1 in
+      --kill) kill=1; shift ;;
       --down) down=${2:?--down needs seconds}; shift 2 ;;
       --down=*) down=${1#*=}; shift ;;
       *) die "unknown flag for restart: $1" ;;
@@ -965,22 +1036,25 @@ cmd_restart() {
       sleep "$down"
       control_plane_up
       ;;
-    contour-external | contour-internal)
-      local ip
-      stop "$name"
+    contour-external | contour-internal | contour-external-2 | contour-internal-2)
+      local ip fleet
+      fleet=$(fleet_of "$name")
+      [[ " $(contours "$fleet" | tr '\n' ' ') " == *" $name "* ]] || die "$name does not run (HITLESS_CONTOUR_REPLICAS=$CONTOUR_REPLICAS)"
+      if ((kill)); then stop -k "$name"; else stop "$name"; fi
       sleep "$down"
-      contour_up "$name"
-      # Ready is when every Envoy pod of the fleet serves through the new
-      # Contour: it answers /ready only once its first snapshot is built.
-      retry 60 curl -fsS --max-time 1 "http://127.0.0.1:$((CONTOUR_PORT_BASE[$name] + 1))/healthz" ||
+      contour_up_one "$name"
+      # Serving again once its xDS server accepts: Contour opens it only
+      # after its informers synced and its first DAG is built.
+      retry 60 contour_serving "$name" || die "$name does not serve xDS after its restart; see $LOGS/$name.log"
+      retry 60 curl -fsS --max-time 1 "http://127.0.0.1:$(($(port_base "$name") + 1))/healthz" ||
         die "$name is not healthy after its restart; see $LOGS/$name.log"
-      for ip in $(envoy_pod_ips "$name"); do
-        retry 30 probe_envoy "$ip:8080" "$name" || die "Envoy pod $ip of $name does not serve after $name restarted"
+      for ip in $(envoy_pod_ips "$fleet"); do
+        retry 30 probe_envoy "$ip:8080" "$fleet" || die "Envoy pod $ip of $fleet does not serve after $name restarted"
       done
       ;;
-    *) die "restart knows kube-apiserver, contour-external and contour-internal, not ${name:-nothing}" ;;
+    *) die "restart knows kube-apiserver and the Contours ($(for f in "${FLEETS[@]}"; do contours "$f"; done | tr '\n' ' ')), not ${name:-nothing}" ;;
   esac
-  log "$name restarted (down ${down}s)"
+  log "$name restarted (down ${down}s$( ((kill)) && echo ', killed'))"
 }
 
 # scale-envoy FLEET N: the fleet's Envoy Deployment scaled to N; waits until
@@ -1020,7 +1094,7 @@ need_pod_ip() {
 cmd_cut_xds() {
   local ip=${1:-} ports
   need_pod_ip cut-xds "$ip"
-  ports=$(IFS=,; echo "${XDS_PORT[*]}")
+  ports=$(all_xds_ports)
   nft -f - <<EOF
 table inet $NFT_TABLE {
   chain xds-in { type filter hook input priority filter - 10; policy accept; }
