@@ -60,6 +60,16 @@ func (c *Clients) CreateNamespace(ctx context.Context, prefix string) (string, f
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return "", nil, fmt.Errorf("create namespace %s: %w", ns, err)
 	}
+	// Pods are refused until the controller manager has made the
+	// namespace's default ServiceAccount, which lags after the API server
+	// restarted (TestFaultAPIServerDownMidRollout runs before others).
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := c.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		_ = c.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+		return "", nil, fmt.Errorf("namespace %s has no default ServiceAccount after a minute: %w", ns, err)
+	}
 	return ns, func() { _ = c.Kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) }, nil
 }
 

@@ -115,7 +115,13 @@ func main() {
 	probes := harness.Scrape(*metricsURL, "hitless_probe_requests_total") - probes0
 	proxies, _ := c.Contour.ProjectcontourV1().HTTPProxies(ns).List(ctx, metav1.ListOptions{})
 
-	contourMB := rssMB(readPid(filepath.Join(*stackDir, "pids/contour-external.pid"))) + rssMB(readPid(filepath.Join(*stackDir, "pids/contour-internal.pid")))
+	// Every Contour replica of both fleets (contour-<fleet>.pid, contour-<fleet>-2.pid).
+	contourMB, contours := 0.0, 0
+	pidFiles, _ := filepath.Glob(filepath.Join(*stackDir, "pids/contour-*.pid"))
+	for _, f := range pidFiles {
+		contourMB += rssMB(readPid(f))
+		contours++
+	}
 	envoyMB, envoys := 0.0, 0
 	for _, p := range pgrep("envoy") {
 		envoyMB += rssMB(p)
@@ -130,7 +136,7 @@ func main() {
 	row("probe requests scheduled", fmt.Sprintf("%.0f", probes))
 	row("controller peak RSS (MiB)", fmt.Sprintf("%.0f", peakRSS))
 	row("controller CPU (s)", fmt.Sprintf("%.1f", cpu))
-	row("Contour RSS, both fleets (MiB)", fmt.Sprintf("%.0f", contourMB))
+	row(fmt.Sprintf("Contour RSS, %d processes (MiB)", contours), fmt.Sprintf("%.0f", contourMB))
 	row(fmt.Sprintf("Envoy RSS, %d pods (MiB)", envoys), fmt.Sprintf("%.0f", envoyMB))
 	fmt.Printf("scale: kingresses=%d all_ready_s=%.1f rollout100_s=%.1f controller_rss_mb=%.0f probes=%.0f\n",
 		*n, allReady.Seconds(), rollDur.Seconds(), peakRSS, probes)
