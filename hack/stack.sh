@@ -8,7 +8,8 @@
 #   hack/stack.sh down                      stop and remove everything (idempotent)
 #   hack/stack.sh env                       print KUBECONFIG and INGRESS_ADDRESS exports
 #   hack/stack.sh status                    what runs, what is ready
-#   hack/stack.sh restart NAME [--down S]   stop a component (kube-apiserver, a
+#   hack/stack.sh restart NAME [--down S] [--kill]
+#                                           stop (--kill: SIGKILL) a component (kube-apiserver, a
 #                                           Contour: contour-external[-2],
 #                                           contour-internal[-2]), keep it down
 #                                           S seconds (default 0), start it and
@@ -1148,5 +1149,5 @@ case ${1:-} in
   mend-xds) cmd_mend_xds ;;
   fail-ready) shift; cmd_fail_ready "$@" ;;
   mend-ready) cmd_mend_ready ;;
-  *) echo "usage: $0 up [--envoy-replicas N] | down | env | status | restart NAME [--down S] | scale-envoy FLEET N | cut-xds IP | mend-xds | fail-ready IP | mend-ready" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--envoy-replicas N] | down | env | status | restart NAME [--down S] [--kill] | scale-envoy FLEET N | cut-xds IP | mend-xds | fail-ready IP | mend-ready" >&2; exit 2 ;;
 esac
