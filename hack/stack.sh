@@ -4,7 +4,10 @@
 # machine (no Docker). Pods run through the node agent (hack/nodeagent), each in
 # its own network namespace on the bridge cni0.
 #
-#   hack/stack.sh up [--envoy-replicas N]   build deps, bring everything up (idempotent)
+#   hack/stack.sh up [--envoy-replicas N] [--demo]
+#                                           build deps, bring everything up (idempotent);
+#                                           --demo (make run) builds and starts no CoreDNS
+#                                           unless it is already built
 #   hack/stack.sh down                      stop and remove everything (idempotent)
 #   hack/stack.sh env                       print KUBECONFIG and INGRESS_ADDRESS exports
 #   hack/stack.sh status                    what runs, what is ready
@@ -23,6 +26,8 @@
 #   hack/stack.sh fail-ready IP             make an Envoy pod's readiness probe
 #                                           fail while it keeps serving
 #   hack/stack.sh mend-ready                undo every fail-ready
+#   hack/stack.sh add-image REPO BINARY     pods of image repository REPO run BINARY
+#                                           (hack/release.sh check: the released image)
 # (restart, scale-envoy, cut-xds and fail-ready are for the fault tests: test/e2e/faults_*_test.go)
 #
 # State lives in $HITLESS_STACK_DIR (default <repo>/.stack): certs, kubeconfig,
@@ -553,8 +558,32 @@ images_json() {
       *) printf '  "%s/%s": "%s"' "$SERVING_TEST_REPO" "$(basename "$f")" "$f" ;;
     esac
   done
+  # images added by hand (add-image: the release check's controller image)
+  local repo exe
+  if [[ -f $STACK/images.extra ]]; then
+    while read -r repo exe; do
+      [[ -n $repo && -x $exe ]] || continue
+      ((first)) || printf ',\n'
+      first=0
+      printf '  "%s": "%s"' "$repo" "$exe"
+    done <"$STACK/images.extra"
+  fi
   ((first)) || printf ',\n'
   printf '  "envoy": "%s"\n}\n' "$(readlink -f "$BIN/envoy")"
+}
+
+# add-image REPOSITORY BINARY: pods of that image run BINARY from now on (the
+# node agent reads the image map for every container it starts)
+cmd_add_image() {
+  local repo=${1:?usage: add-image REPOSITORY BINARY} exe=${2:?usage: add-image REPOSITORY BINARY}
+  [[ -x $exe ]] || die "$exe is not an executable"
+  [[ -d $STACK ]] || die "no stack in $STACK: hack/stack.sh up first"
+  exe=$(readlink -f "$exe")
+  touch "$STACK/images.extra"
+  { grep -v "^$repo " "$STACK/images.extra" || true; echo "$repo $exe"; } >"$STACK/images.extra.tmp"
+  mv "$STACK/images.extra.tmp" "$STACK/images.extra"
+  images_json >"$STACK/images.json.tmp" && mv "$STACK/images.json.tmp" "$STACK/images.json"
+  log "image $repo runs $exe"
 }
 
 node_ready() {
@@ -648,12 +677,18 @@ services_up() {
       --conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0 \
       --nodeport-addresses="$GW/32" --v=1
   fi
-  corefile >"$STACK/Corefile"
-  alive coredns || start coredns "$BIN/coredns" -conf "$STACK/Corefile" -dns.port 53
   kube_dns_manifest | kubectl apply -f - >/dev/null
-  retry 30 curl -fsS --max-time 1 http://127.0.0.1:10281/ready || die "CoreDNS is not ready; see $LOGS/coredns.log"
+  if [[ -x $BIN/coredns ]]; then
+    corefile >"$STACK/Corefile"
+    alive coredns || start coredns "$BIN/coredns" -conf "$STACK/Corefile" -dns.port 53
+    retry 30 curl -fsS --max-time 1 http://127.0.0.1:10281/ready || die "CoreDNS is not ready; see $LOGS/coredns.log"
+  else
+    # Only after `up --demo` (hack/build-deps.sh --demo builds no CoreDNS):
+    # nothing the demo runs resolves a name. A plain `up` builds and starts it.
+    log "CoreDNS not built (up --demo): pods resolve no names until hack/stack.sh up"
+  fi
   retry 60 curl -fsS --max-time 1 http://127.0.0.1:10256/livez || die "kube-proxy is not healthy; see $LOGS/kube-proxy.log"
-  log "kube-proxy and CoreDNS ready (kube-dns $DNS_SVC_IP -> $GW)"
+  log "kube-proxy ready; CoreDNS $(alive coredns && echo ready || echo absent) (kube-dns $DNS_SVC_IP -> $GW)"
 }
 
 # ---------------------------------------------------------------- CRDs
@@ -925,9 +960,10 @@ cmd_env() {
 }
 
 cmd_up() {
-  local replicas=2
+  local replicas=2 deps_flags=()
   while (($#)); do
     case $1 in
+      --demo) deps_flags=(--demo); shift ;;
       --envoy-replicas) replicas=${2:?--envoy-replicas needs a number}; shift 2 ;;
       --envoy-replicas=*) replicas=${1#*=}; shift ;;
       *) die "unknown flag for up: $1" ;;
@@ -936,7 +972,7 @@ cmd_up() {
   [[ $replicas =~ ^[0-9]+$ && $replicas -ge 1 ]] || die "--envoy-replicas must be a positive number"
   [[ $(id -u) == 0 ]] || die "the stack needs root (network namespaces, bridge, nftables)"
   local t_deps
-  "$REPO/hack/build-deps.sh"
+  "$REPO/hack/build-deps.sh" "${deps_flags[@]}"
   t_deps=$(elapsed)
   T0=${EPOCHREALTIME/,/.}
   mkdir -p "$STACK"
@@ -1149,5 +1185,6 @@ case ${1:-} in
   mend-xds) cmd_mend_xds ;;
   fail-ready) shift; cmd_fail_ready "$@" ;;
   mend-ready) cmd_mend_ready ;;
-  *) echo "usage: $0 up [--envoy-replicas N] | down | env | status | restart NAME [--down S] [--kill] | scale-envoy FLEET N | cut-xds IP | mend-xds | fail-ready IP | mend-ready" >&2; exit 2 ;;
+  add-image) shift; cmd_add_image "$@" ;;
+  *) echo "usage: $0 up [--envoy-replicas N] [--demo] | down | env | status | restart NAME [--down S] [--kill] | scale-envoy FLEET N | cut-xds IP | mend-xds | fail-ready IP | mend-ready | add-image REPOSITORY BINARY" >&2; exit 2 ;;
 esac
