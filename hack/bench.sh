@@ -4,6 +4,8 @@
 # benchmark command with the given flags.
 #   hack/bench.sh rollout [flags]   -> go run ./test/bench/rollout
 #   hack/bench.sh scale [flags]     -> go run ./test/bench/scale
+# REPLICAS=N runs N controller replicas (hack/controller.sh replicas N)
+# sharing the buckets of config-leader-election; by default one.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -12,6 +14,8 @@ which=${1:?usage: hack/bench.sh rollout|scale [flags]}; shift
 stack_was_up=false
 if hack/stack.sh status >/dev/null 2>&1; then stack_was_up=true; fi
 cleanup() {
+  # back to the one replica every other command expects
+  if [ "${REPLICAS:-1}" -gt 1 ]; then hack/controller.sh replicas 1 >&2 || true; fi
   if [ "$stack_was_up" = false ] && [ -z "${KEEP_STACK:-}" ]; then
     hack/controller.sh stop || true
     hack/stack.sh down || true
@@ -19,7 +23,11 @@ cleanup() {
 }
 trap cleanup EXIT
 hack/stack.sh up >&2
-hack/controller.sh start >&2
+if [ "${REPLICAS:-1}" -gt 1 ]; then
+  hack/controller.sh replicas "$REPLICAS" >&2
+else
+  hack/controller.sh start >&2
+fi
 eval "$(hack/stack.sh env)"
 export KUBECONFIG INGRESS_ADDRESS
 go build -o "$repo/.stack/bin/bench-$which" "./test/bench/$which"

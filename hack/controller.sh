@@ -3,24 +3,30 @@
 # no image registry, so the Deployment in config/ is not used here; the RBAC
 # and config-contour are).
 #   hack/controller.sh start [N]   build, install config, start replica N (default 1); idempotent
-#   hack/controller.sh stop [N]    stop replica N (SIGTERM: it hands its lease over at once)
-#   hack/controller.sh kill [N]    SIGKILL replica N (fault tests: its lease must expire)
-#   hack/controller.sh leader      print the number of the replica that holds the lease
+#   hack/controller.sh stop [N]    stop replica N (SIGTERM: it hands its leases over at once)
+#   hack/controller.sh kill [N]    SIGKILL replica N (fault tests: its leases must expire)
+#   hack/controller.sh replicas N  run replicas 1..N (started at once), stop any above N
+#   hack/controller.sh leaders     print each bucket's Lease and the replica that holds it
+#   hack/controller.sh identity [N]  print the leader-election identity of replica N
 #
-# Replicas elect a leader through the Lease of config-leader-election; each
-# process has a unique identity (hostname_uuid), logged at start. Replica 1
-# is the one `make run` and the tests use; replica N > 1 keeps its pid and
-# log in controller-N.pid and logs/controller-N.log, and its profiling server
-# on port 8007+N. Processes on one machine share a network namespace, unlike
-# pods: knative.dev/pkg's health-probe server (fixed port 8080) and the
-# metrics endpoint of config-observability bind only in the first replica
-# started; the other replicas run without them (nothing here reads them but
-# the benchmarks, which use replica 1).
+# Replicas share the KIngresses through knative.dev/pkg's bucketed leader
+# election (config-leader-election: buckets): each bucket is a Lease, each
+# replica leads the buckets it won and reconciles (and probes) only the
+# KIngresses that hash into them. Each process has a unique identity
+# (hostname_uuid), logged at start. Replica 1 is the one `make run` and the
+# tests use; replica N > 1 keeps its pid and log in controller-N.pid and
+# logs/controller-N.log. Processes on one machine share a network namespace,
+# unlike pods, so each replica gets ports of its own: Prometheus metrics on
+# 127.0.0.1:9090+N (METRICS_PROMETHEUS_PORT overrides config-observability's
+# port), profiling on 8007+N. knative.dev/pkg's health-probe server has a
+# fixed port (8080) and binds only in the first replica started; the others
+# run without it (nothing here reads it).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 state=${HITLESS_STACK_DIR:-$repo/.stack}
 ns=knative-serving
-lease=hitless-controller.github.com.hitless.hitless.pkg.reconciler.contour.reconciler.00-of-01
+# every bucket's Lease is named <component>.<queue>.NN-of-MM
+lease_prefix=hitless-controller.github.com.hitless.hitless.pkg.reconciler.contour.reconciler.
 
 replica=1 pidfile='' log=''
 set_replica() {
@@ -36,7 +42,7 @@ running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 
 kubectl() { "${HITLESS_CACHE:-$HOME/.cache/hitless}/bin/kubectl" "$@"; }
 
-start() {
+prepare() {
   eval "$("$repo/hack/stack.sh" env)"
   export KUBECONFIG
   mkdir -p "$state/bin" "$state/logs"
@@ -48,20 +54,31 @@ start() {
   kubectl create configmap config-observability -n "$ns" \
     --from-literal=metrics-protocol=prometheus --from-literal=metrics-endpoint=127.0.0.1:9091 \
     --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+}
+
+# start_process starts the replica's process (replacing a running one) and
+# leaves in OFFSET where this start's lines begin in its log.
+OFFSET=0
+start_process() {
   if running; then
     # A new binary replaces the old process; rollouts resume from the objects.
     kill "$(cat "$pidfile")"; sleep 1
   fi
-  # Only this start's lines count when waiting for it below.
-  local offset=0
-  [ -f "$log" ] && offset=$(stat -c %s "$log")
+  OFFSET=0
+  [ -f "$log" ] && OFFSET=$(stat -c %s "$log")
   # PROBE_MAX_RETRY_DELAY_SECONDS caps the networking prober's exponential
   # back-off (default 30s): a route Contour programs a second late must not
   # cost the rollout 30 more. Set the same in config/500-controller.yaml.
   # GOGC as config/500-controller.yaml sets it (say why there).
-  SYSTEM_NAMESPACE=$ns PROBE_MAX_RETRY_DELAY_SECONDS=1 PROFILING_PORT=$((8007 + replica)) GOGC=${GOGC:-50} \
+  SYSTEM_NAMESPACE=$ns PROBE_MAX_RETRY_DELAY_SECONDS=1 GOGC=${GOGC:-50} \
+    PROFILING_PORT=$((8007 + replica)) METRICS_PROMETHEUS_PORT=$((9090 + replica)) \
     nohup "$state/bin/controller" --kubeconfig "$KUBECONFIG" >>"$log" 2>&1 &
   echo $! >"$pidfile"
+}
+
+# wait_started OFFSET: until the replica's log, past OFFSET, says it started
+wait_started() {
+  local offset=$1
   for _ in $(seq 1 100); do
     if tail -c +"$((offset + 1))" "$log" 2>/dev/null | grep "Starting controllers\|Starting Reconciler\|Started workers" >/dev/null; then
       echo "controller replica $replica running (pid $(cat "$pidfile")), log: $log"; return 0
@@ -70,6 +87,39 @@ start() {
     sleep 0.2
   done
   echo "controller did not report start within 20s; see $log" >&2; exit 1
+}
+
+start() {
+  prepare
+  start_process
+  wait_started "$OFFSET"
+}
+
+# replicas N: one build, then replicas 1..N started at the same moment (the
+# way a Deployment's pods start), so that each competes for the buckets'
+# Leases from the start; replicas above N are stopped.
+replicas() {
+  local n=${1:?usage: replicas N} i f offsets=()
+  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "replicas: N must be a positive number, not $n" >&2; exit 2; }
+  prepare
+  # Every running replica stops first (handing its Leases over), so that
+  # no replica starts out holding every bucket.
+  for f in "$state"/controller*.pid; do
+    [[ -f $f ]] || continue
+    i=$(basename "$f" .pid); i=${i#controller}; i=${i#-}
+    set_replica "${i:-1}"
+    stop
+  done
+  sleep 1
+  for i in $(seq 1 "$n"); do
+    set_replica "$i"
+    start_process
+    offsets[i]=$OFFSET
+  done
+  for i in $(seq 1 "$n"); do
+    set_replica "$i"
+    wait_started "${offsets[i]}"
+  done
 }
 
 # kill ends the controller with SIGKILL, as a node failure or an OOM would;
@@ -84,29 +134,46 @@ stop() {
   rm -f "$pidfile"
 }
 
-# leader prints the replica whose identity holds the lease: the identity each
-# replica logged when it last started ("... with id \"<identity>\"").
-leader() {
+# identity prints the leader-election identity replica N logged when it last
+# started ("... will run in leader-elected mode with id \"<identity>\"").
+identity() {
+  [[ -f $log ]] || { echo "replica $replica has no log $log" >&2; exit 1; }
+  grep -o 'leader-elected mode with id \\"[^\\]*' "$log" | tail -1 | sed 's/.*id \\"//'
+}
+
+# leaders prints one line per bucket Lease: its name and the number of the
+# running replica that holds it ("-" when none does: expired, or held by a
+# process this script did not start).
+leaders() {
   eval "$("$repo/hack/stack.sh" env)"
   export KUBECONFIG
-  local holder f id n
-  holder=$(kubectl get lease "$lease" -n "$ns" -o jsonpath='{.spec.holderIdentity}')
-  [[ -n $holder ]] || { echo "lease $ns/$lease has no holder" >&2; exit 1; }
+  local -A replica_of=()
+  local f n id lease holder
   for f in "$state"/controller*.pid; do
     [[ -f $f ]] || continue
     n=$(basename "$f" .pid); n=${n#controller}; n=${n#-}; n=${n:-1}
     set_replica "$n"
     running || continue
-    id=$(grep -o 'leader-elected mode with id \\"[^\\]*' "$log" | tail -1 | sed 's/.*id \\"//')
-    if [[ $id == "$holder" ]]; then echo "$n"; return 0; fi
+    id=$(identity) || continue
+    [[ -n $id ]] && replica_of[$id]=$n
   done
-  echo "lease holder $holder is none of the running replicas" >&2; exit 1
+  local buckets
+  buckets=$(kubectl get configmap config-leader-election -n "$ns" -o jsonpath='{.data.buckets}')
+  buckets=$(printf '%02d' "${buckets:-1}")
+  kubectl get lease -n "$ns" -o jsonpath='{range .items[*]}{.metadata.name} {.spec.holderIdentity}{"\n"}{end}' |
+    while read -r lease holder; do
+      # Leases of an earlier bucket count stay behind; only today's count.
+      [[ $lease == "$lease_prefix"*"-of-$buckets" ]] || continue
+      echo "$lease ${replica_of[${holder:-none}]:--}"
+    done
 }
 
 case "${1:-}" in
   start) set_replica "${2:-}"; start ;;
   stop) set_replica "${2:-}"; stop ;;
   kill) set_replica "${2:-}"; kill_now ;;
-  leader) set_replica; leader ;;
-  *) echo "usage: $0 start|stop|kill [REPLICA] | leader" >&2; exit 2 ;;
+  replicas) replicas "${2:-}" ;;
+  leaders) leaders ;;
+  identity) set_replica "${2:-}"; identity ;;
+  *) echo "usage: $0 start|stop|kill|identity [REPLICA] | replicas N | leaders" >&2; exit 2 ;;
 esac

@@ -3,8 +3,9 @@
 // cluster-local host that expands to three, one backend each), waits until
 // all are Ready, then rolls 100 of them at once to fresh backends. It
 // reports the times, the HTTPProxies written and probes sent (from the
-// controller's metrics), the controller's peak RSS and CPU seconds, and
-// Contour's and Envoy's memory; the last line is the summary.
+// controller's metrics), the controller's peak RSS and CPU seconds (each
+// replica's when hack/controller.sh runs several), and Contour's and
+// Envoy's memory; the last line is the summary.
 //
 // Backends are Services: N+100 of them select the same two Pods, so each
 // KIngress has a backend of its own (a Contour cluster of its own) without
@@ -36,7 +37,7 @@ func main() {
 	roll := flag.Int("rollouts", 100, "KIngresses rolled at once to fresh backends")
 	workers := flag.Int("workers", 32, "parallel API writers")
 	stackDir := flag.String("stack", ".stack", "the local stack's state dir (pid files)")
-	metricsURL := flag.String("metrics", "http://127.0.0.1:9091/metrics", "the controller's Prometheus endpoint")
+	metricsPort := flag.Int("metrics-port", 9091, "replica 1's Prometheus port on 127.0.0.1; replica N's is this + N-1 (hack/controller.sh)")
 	flag.Parse()
 	ctx := context.Background()
 	c, err := harness.NewClients()
@@ -72,11 +73,23 @@ func main() {
 	})
 	fmt.Fprintf(os.Stderr, "created %d backend Services\n", *n+*roll)
 
-	pid := readPid(filepath.Join(*stackDir, "controller.pid"))
-	cpu0 := cpuSeconds(pid)
-	writes0 := harness.Scrape(*metricsURL, "hitless_httpproxy_writes_total")
-	probes0 := harness.Scrape(*metricsURL, "hitless_probe_requests_total")
-	peak := newPeak(pid)
+	reps := replicas(*stackDir, *metricsPort)
+	if len(reps) == 0 {
+		fail(fmt.Errorf("no controller replica is running (no pid file in %s)", *stackDir))
+	}
+	scrape := func(metric string) float64 {
+		total := 0.0
+		for _, r := range reps {
+			total += harness.Scrape(r.metrics, metric)
+		}
+		return total
+	}
+	for _, r := range reps {
+		r.cpu0 = cpuSeconds(r.pid)
+		r.peak = newPeak(r.pid)
+	}
+	writes0 := scrape("hitless_httpproxy_writes_total")
+	probes0 := scrape("hitless_probe_requests_total")
 
 	rules := func(i, backend int) []harness.Rule {
 		split := []harness.Split{{Backend: svcName(backend), Percent: 100}}
@@ -109,10 +122,15 @@ func main() {
 	_ = rollStart
 	fmt.Fprintf(os.Stderr, "%d rollouts Ready %v after the first update\n", *roll, rollDur.Round(time.Millisecond))
 
-	peakRSS := peak.stop()
-	cpu := cpuSeconds(pid) - cpu0
-	writes := harness.Scrape(*metricsURL, "hitless_httpproxy_writes_total") - writes0
-	probes := harness.Scrape(*metricsURL, "hitless_probe_requests_total") - probes0
+	cpu, peakRSS := 0.0, 0.0
+	for _, r := range reps {
+		r.rss = r.peak.stop()
+		r.cpu = cpuSeconds(r.pid) - r.cpu0
+		cpu += r.cpu
+		peakRSS = max(peakRSS, r.rss)
+	}
+	writes := scrape("hitless_httpproxy_writes_total") - writes0
+	probes := scrape("hitless_probe_requests_total") - probes0
 	proxies, _ := c.Contour.ProjectcontourV1().HTTPProxies(ns).List(ctx, metav1.ListOptions{})
 
 	// Every Contour replica of both fleets (contour-<fleet>.pid, contour-<fleet>-2.pid).
@@ -134,12 +152,15 @@ func main() {
 	row(fmt.Sprintf("%d simultaneous rollouts Ready (s)", *roll), fmt.Sprintf("%.1f", rollDur.Seconds()))
 	row("HTTPProxies now / written (creates+updates)", fmt.Sprintf("%d / %.0f", len(proxies.Items), writes))
 	row("probe requests scheduled", fmt.Sprintf("%.0f", probes))
-	row("controller peak RSS (MiB)", fmt.Sprintf("%.0f", peakRSS))
-	row("controller CPU (s)", fmt.Sprintf("%.1f", cpu))
+	row("controller replicas", len(reps))
+	for _, r := range reps {
+		row(fmt.Sprintf("controller %d peak RSS (MiB) / CPU (s)", r.n), fmt.Sprintf("%.0f / %.1f", r.rss, r.cpu))
+	}
+	row("controller CPU, all replicas (s)", fmt.Sprintf("%.1f", cpu))
 	row(fmt.Sprintf("Contour RSS, %d processes (MiB)", contours), fmt.Sprintf("%.0f", contourMB))
 	row(fmt.Sprintf("Envoy RSS, %d pods (MiB)", envoys), fmt.Sprintf("%.0f", envoyMB))
-	fmt.Printf("scale: kingresses=%d all_ready_s=%.1f rollout100_s=%.1f controller_rss_mb=%.0f probes=%.0f\n",
-		*n, allReady.Seconds(), rollDur.Seconds(), peakRSS, probes)
+	fmt.Printf("scale: kingresses=%d replicas=%d all_ready_s=%.1f rollout100_s=%.1f controller_rss_mb=%.0f controller_cpu_s=%.1f probes=%.0f\n",
+		*n, len(reps), allReady.Seconds(), rollDur.Seconds(), peakRSS, cpu, probes)
 }
 
 // waitGone waits until no namespace with the prefix exists.
@@ -215,6 +236,38 @@ func parallel(n, workers int, f func(i int) error) {
 	if firstErr != nil {
 		fail(firstErr)
 	}
+}
+
+// replica is one running controller process of hack/controller.sh.
+type replica struct {
+	n, pid    int
+	metrics   string
+	cpu0, cpu float64
+	rss       float64
+	peak      *peak
+}
+
+// replicas finds the running controller replicas from their pid files
+// (controller.pid is replica 1, controller-N.pid replica N).
+func replicas(stackDir string, metricsPort int) []*replica {
+	files, _ := filepath.Glob(filepath.Join(stackDir, "controller*.pid"))
+	var out []*replica
+	for _, f := range files {
+		n := 1
+		if rest := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "controller-"), ".pid"); rest != "controller" {
+			var err error
+			if n, err = strconv.Atoi(rest); err != nil {
+				continue
+			}
+		}
+		pid := readPid(f)
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); pid == 0 || err != nil {
+			continue // not running
+		}
+		out = append(out, &replica{n: n, pid: pid, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort+n-1)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].n < out[j].n })
+	return out
 }
 
 func readPid(path string) int {
