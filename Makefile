@@ -58,12 +58,20 @@ stack-env: ## print KUBECONFIG and INGRESS_ADDRESS of the local stack
 run: ## bring the stack up, run the controller on it and apply the demo
 	hack/run.sh
 
+.PHONY: release
+release: ## dist/release.yaml (image resolved by ko, built into dist/oci, pushed nowhere) and dist/contour.yaml
+	hack/release.sh
+
+.PHONY: release-check
+release-check: ## on the local stack: server dry run of dist/*.yaml, and the released controller image started
+	hack/release.sh check
+
 .PHONY: bench-rollout
 bench-rollout: ## plain vs hitless swaps under load (SWAPS=100 RPS=200; used stack: CHURN=300), table + docs/rollout.svg
 	hack/bench.sh rollout -swaps $${SWAPS:-100} -rps $${RPS:-200} -churn-pods $${CHURN:-0} -svg docs/rollout.svg
 
 .PHONY: bench-scale
-bench-scale: ## N KIngresses to Ready, then 100 rollouts at once (KINGRESSES=1000)
+bench-scale: ## N KIngresses to Ready, then 100 rollouts at once (KINGRESSES=1000; REPLICAS=3: three controller replicas)
 	hack/bench.sh scale -kingresses $${KINGRESSES:-1000}
 
 .PHONY: fuzz

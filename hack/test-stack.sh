@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The layers of `make test` that need the local stack: brings it up (or
 # reuses a running one), runs the controller on it, runs the integration
-# tests and Knative's ingress conformance suite (and, with --with-serving,
+# tests, Knative's ingress conformance suite and the release check (and, with --with-serving,
 # hack/test-serving.sh), and stops everything it started, whatever the outcome.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +26,9 @@ go test -count=1 -tags=e2e -timeout 40m -v -run "${E2E_RUN:-.}" ./test/e2e/...
 if [ -z "${E2E_RUN:-}" ]; then
   echo "--- Knative's ingress conformance suite"
   REUSE_CONTROLLER=1 KEEP_STACK=1 hack/conformance.sh
+  echo "--- make release, and its manifests and controller image on the stack"
+  hack/release.sh
+  hack/release.sh check
 fi
 if [ "${1:-}" = --with-serving ]; then
   # on the same stack; it removes Serving afterwards, the trap above the rest

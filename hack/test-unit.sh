@@ -15,6 +15,10 @@ if [ -n "$unformatted" ]; then
 fi
 echo "--- generated code is current"
 hack/verify-codegen.sh
+echo "--- config/contour/contour.yaml is what hack/release.sh contour makes"
+if ! diff -u config/contour/contour.yaml <(hack/release.sh contour); then
+  echo "config/contour/contour.yaml is stale: hack/release.sh contour > config/contour/contour.yaml"; exit 1
+fi
 echo "--- unit and reconciler tests"
 go test -count=1 ./...
 if [ -f hack/nodeagent/go.mod ]; then
