@@ -32,3 +32,7 @@ eval "$(hack/stack.sh env)"
 export KUBECONFIG INGRESS_ADDRESS
 go build -o "$repo/.stack/bin/bench-$which" "./test/bench/$which"
 "$repo/.stack/bin/bench-$which" "$@"
+if [ "${REPLICAS:-1}" -gt 1 ]; then
+  # who led what: the split of the buckets is the engine's, not ours
+  echo "buckets led (count, replica): $(hack/controller.sh leaders | awk '{print $2}' | sort | uniq -c | xargs)"
+fi

@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -53,6 +52,23 @@ func indexFqdn(obj interface{}) ([]string, error) {
 		return nil, nil
 	}
 	return []string{p.Spec.VirtualHost.Fqdn}, nil
+}
+
+// controllerIndex indexes every HTTPProxy by the KIngress that controls it
+// (ours and net-contour's alike), so a reconcile reads its own proxies
+// without walking every proxy of the namespace: with a thousand KIngresses
+// in one namespace that walk was 4,000 proxies per reconcile.
+const controllerIndex = "controller"
+
+func indexController(obj interface{}) ([]string, error) {
+	p, ok := obj.(*contourv1.HTTPProxy)
+	if !ok {
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "Ingress" && strings.HasPrefix(ref.APIVersion, v1alpha1.SchemeGroupVersion.Group+"/") {
+		return []string{p.Namespace + "/" + ref.Name}, nil
+	}
+	return nil, nil
 }
 
 // Prober is the part of the networking status prober the reconciler uses.
@@ -317,15 +333,19 @@ func (r *Reconciler) backendExists(ing *v1alpha1.Ingress) func(resources.Backend
 // over them (rollout.Adopt), so their backends are held and their hosts
 // taken over, never claimed a second time.
 func (r *Reconciler) observe(ing *v1alpha1.Ingress) (rollout.Observed, error) {
-	// One pass over the namespace, as a label selector would make anyway:
-	// ours carry LabelIngress, net-contour's NetContourParentLabel.
-	proxies, err := r.proxyLister.HTTPProxies(ing.Namespace).List(labels.Everything())
+	// The proxies this KIngress controls: ours carry LabelIngress,
+	// net-contour's NetContourParentLabel.
+	objs, err := r.proxyIndexer.ByIndex(controllerIndex, ing.Namespace+"/"+ing.Name)
 	if err != nil {
 		return rollout.Observed{}, fmt.Errorf("failed to list HTTPProxies of %s/%s: %w", ing.Namespace, ing.Name, err)
 	}
 	label := resources.SelectorFor(ing)[resources.LabelIngress]
 	var obs rollout.Observed
-	for _, p := range proxies {
+	for _, o := range objs {
+		p, ok := o.(*contourv1.HTTPProxy)
+		if !ok {
+			continue
+		}
 		ours := p.Labels[resources.LabelIngress] == label
 		netContour := !ours && p.Labels[resources.NetContourParentLabel] == ing.Name
 		if (!ours && !netContour) || !metav1.IsControlledBy(p, ing) {

@@ -70,8 +70,8 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 			logger.Fatalw("Failed to set an informer transform", "error", err)
 		}
 	}
-	if err := proxyInf.Informer().AddIndexers(cache.Indexers{fqdnIndex: indexFqdn}); err != nil {
-		logger.Fatalw("Failed to index HTTPProxies by host", "error", err)
+	if err := proxyInf.Informer().AddIndexers(cache.Indexers{fqdnIndex: indexFqdn, controllerIndex: indexController}); err != nil {
+		logger.Fatalw("Failed to index HTTPProxies by host and controller", "error", err)
 	}
 
 	m := newMetrics()

@@ -276,10 +276,12 @@ func makeFactory() rtesting.Factory {
 			contourClient.PrependReactor("*", "*", reactor)
 		}
 
-		// The HTTPProxy indexer also indexes hosts, as the informer does.
+		// The HTTPProxy indexer also indexes hosts and controllers, as the
+		// informer does.
 		proxyIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{
 			cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
 			fqdnIndex:            indexFqdn,
+			controllerIndex:      indexController,
 		})
 		for _, o := range sorter.ObjectsForSchemeFunc(fakecontourclientset.AddToScheme) {
 			if err := proxyIndexer.Add(o); err != nil {
