@@ -96,14 +96,15 @@ start() {
 }
 
 # replicas N: one build, then replicas 1..N started at the same moment (the
-# way a Deployment's pods start), so that each competes for the buckets'
-# Leases from the start; replicas above N are stopped.
+# way a Deployment's pods start), each competing for the buckets' Leases
+# from the start; replicas above N are stopped. The race decides who leads
+# what: often one replica wins every bucket (docs/architecture.md).
 replicas() {
   local n=${1:?usage: replicas N} i f offsets=()
   [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "replicas: N must be a positive number, not $n" >&2; exit 2; }
   prepare
   # Every running replica stops first (handing its Leases over), so that
-  # no replica starts out holding every bucket.
+  # none starts out already holding buckets.
   for f in "$state"/controller*.pid; do
     [[ -f $f ]] || continue
     i=$(basename "$f" .pid); i=${i#controller}; i=${i#-}
