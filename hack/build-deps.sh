@@ -61,10 +61,11 @@ now() { echo "${EPOCHREALTIME/,/.}"; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 
 # How long each step took when last built here ($STAMPS/NAME.took), else on
-# a cold 2-core machine (measured 2026-12-03, nothing else running): the
-# estimate a progress line gives before the step has ever run.
-declare -A COLD_SECONDS=([kubernetes]=512 [contour]=238 [coredns]=231 [cni-plugins]=12 [envoy]=6
-  [test-images]=93 [test-images-demo]=60 [nodeagent]=111 [serving]=150 [ko]=60 [crane]=30)
+# a cold 2-core machine (measured 2026-12-03, nothing else running, modules
+# fetched alongside): the estimate a progress line gives before the step has
+# ever run. coredns and test-images ran after the demo's steps had built.
+declare -A COLD_SECONDS=([kubernetes]=463 [contour]=141 [coredns]=176 [cni-plugins]=9 [envoy]=8
+  [test-images]=23 [test-images-demo]=83 [nodeagent]=98 [serving]=150 [ko]=83 [crane]=7)
 STEP_NO=0 STEP_TOTAL=0 T_ALL=''
 took_before() { cat "$STAMPS/$1.took" 2>/dev/null || echo "${COLD_SECONDS[$1]:-?}"; }
 

@@ -2,6 +2,7 @@
 # Runs the hitless controller as a process on the local stack (the stack has
 # no image registry, so the Deployment in config/ is not used here; the RBAC
 # and config-contour are).
+#   hack/controller.sh build       compile the controller into .stack/bin (start does it too)
 #   hack/controller.sh start [N]   build, install config, start replica N (default 1); idempotent
 #   hack/controller.sh stop [N]    stop replica N (SIGTERM: it hands its leases over at once)
 #   hack/controller.sh kill [N]    SIGKILL replica N (fault tests: its leases must expire)
@@ -42,11 +43,24 @@ running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 
 kubectl() { "${HITLESS_CACHE:-$HOME/.cache/hitless}/bin/kubectl" "$@"; }
 
+build() {
+  mkdir -p "$state/bin"
+  (cd "$repo" && go build -o "$state/bin/controller" ./cmd/controller)
+}
+
+# replica_of PIDFILE: the replica number a pid file belongs to
+# (controller.pid is 1, controller-N.pid is N)
+replica_of() {
+  local n
+  n=$(basename "$1" .pid); n=${n#controller}; n=${n#-}
+  echo "${n:-1}"
+}
+
 prepare() {
   eval "$("$repo/hack/stack.sh" env)"
   export KUBECONFIG
-  mkdir -p "$state/bin" "$state/logs"
-  (cd "$repo" && go build -o "$state/bin/controller" ./cmd/controller)
+  mkdir -p "$state/logs"
+  build
   kubectl get namespace "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/dev/null
   kubectl apply -f "$repo/config/config-contour.yaml" -f "$repo/config/config-leader-election.yaml" >/dev/null
   kubectl apply -f "$repo/third_party/knative-networking/config-network.yaml" >/dev/null
@@ -107,8 +121,7 @@ replicas() {
   # none starts out already holding buckets.
   for f in "$state"/controller*.pid; do
     [[ -f $f ]] || continue
-    i=$(basename "$f" .pid); i=${i#controller}; i=${i#-}
-    set_replica "${i:-1}"
+    set_replica "$(replica_of "$f")"
     stop
   done
   sleep 1
@@ -152,7 +165,7 @@ leaders() {
   local f n id lease holder
   for f in "$state"/controller*.pid; do
     [[ -f $f ]] || continue
-    n=$(basename "$f" .pid); n=${n#controller}; n=${n#-}; n=${n:-1}
+    n=$(replica_of "$f")
     set_replica "$n"
     running || continue
     id=$(identity) || continue
@@ -170,11 +183,12 @@ leaders() {
 }
 
 case "${1:-}" in
+  build) build ;;
   start) set_replica "${2:-}"; start ;;
   stop) set_replica "${2:-}"; stop ;;
   kill) set_replica "${2:-}"; kill_now ;;
   replicas) replicas "${2:-}" ;;
   leaders) leaders ;;
   identity) set_replica "${2:-}"; identity ;;
-  *) echo "usage: $0 start|stop|kill|identity [REPLICA] | replicas N | leaders" >&2; exit 2 ;;
+  *) echo "usage: $0 build | start|stop|kill|identity [REPLICA] | replicas N | leaders" >&2; exit 2 ;;
 esac

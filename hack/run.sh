@@ -34,9 +34,7 @@ t0=${EPOCHREALTIME/,/.}
 hack/build-deps.sh --demo
 # The controller compiles while the stack starts (that is mostly waiting on
 # processes); hack/controller.sh start then finds it built.
-state=${HITLESS_STACK_DIR:-$PWD/.stack}
-mkdir -p "$state/bin"
-go build -o "$state/bin/controller" ./cmd/controller &
+hack/controller.sh build &
 build=$!
 hack/stack.sh up --demo
 wait "$build" || { echo "building the controller failed" >&2; exit 1; }

@@ -25,14 +25,10 @@ import (
 
 // replicaLog is the log hack/controller.sh gives replica n.
 func replicaLog(n int) string {
-	dir := os.Getenv("HITLESS_STACK_DIR")
-	if dir == "" {
-		dir = "../../.stack"
-	}
 	if n == 1 {
-		return filepath.Join(dir, "logs", "controller.log")
+		return filepath.Join(harness.StackLogDir(), "controller.log")
 	}
-	return filepath.Join(dir, "logs", fmt.Sprintf("controller-%d.log", n))
+	return filepath.Join(harness.StackLogDir(), fmt.Sprintf("controller-%d.log", n))
 }
 
 // logSize is where the lines of replica n written from now on begin.

@@ -46,11 +46,15 @@ func FailedAccessLog(dir, fleet, host string, max int) []string {
 	return out
 }
 
-// PodLogDir is where the local stack's node agent writes pod logs: next to
-// the stack's kubeconfig (hack/stack.sh keeps both in its state directory).
-func PodLogDir() string {
+// StackLogDir is where the local stack's components and the controller
+// replicas log: next to the stack's kubeconfig (hack/stack.sh keeps both in
+// its state directory).
+func StackLogDir() string {
 	if d := os.Getenv("HITLESS_STACK_DIR"); d != "" {
-		return filepath.Join(d, "logs", "pods")
+		return filepath.Join(d, "logs")
 	}
-	return filepath.Join(filepath.Dir(os.Getenv("KUBECONFIG")), "logs", "pods")
+	return filepath.Join(filepath.Dir(os.Getenv("KUBECONFIG")), "logs")
 }
+
+// PodLogDir is where the local stack's node agent writes pod logs.
+func PodLogDir() string { return filepath.Join(StackLogDir(), "pods") }
