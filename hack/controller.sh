@@ -80,11 +80,9 @@ start_process() {
   fi
   OFFSET=0
   [ -f "$log" ] && OFFSET=$(stat -c %s "$log")
-  # PROBE_MAX_RETRY_DELAY_SECONDS caps the networking prober's exponential
-  # back-off (default 30s): a route Contour programs a second late must not
-  # cost the rollout 30 more. Set the same in config/500-controller.yaml.
-  # GOGC as config/500-controller.yaml sets it (say why there).
-  SYSTEM_NAMESPACE=$ns PROBE_MAX_RETRY_DELAY_SECONDS=1 GOGC=${GOGC:-50} \
+  # The prober's settings are its defaults (pkg/probe; PROBE_* variables
+  # override them). GOGC as config/500-controller.yaml sets it (say why there).
+  SYSTEM_NAMESPACE=$ns GOGC=${GOGC:-50} \
     PROFILING_PORT=$((8007 + replica)) METRICS_PROMETHEUS_PORT=$((9090 + replica)) \
     nohup "$state/bin/controller" --kubeconfig "$KUBECONFIG" >>"$log" 2>&1 &
   echo $! >"$pidfile"

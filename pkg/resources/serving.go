@@ -157,6 +157,9 @@ type ProbeTarget struct {
 	Class string
 	Host  string
 	Path  string
+	// TLS tells that the host terminates TLS too: Envoy routes its HTTPS
+	// requests through a route table of their own, which must be probed.
+	TLS bool
 }
 
 // ProbeTargets lists what to probe to confirm a KIngress is served at its
@@ -171,8 +174,12 @@ func ProbeTargets(ctx context.Context, ing *netv1alpha1.Ingress) ([]ProbeTarget,
 	}
 	var out []ProbeTarget
 	for _, k := range keys {
+		tls, err := tlsFor(ing, cfg, k.host, vhosts[k].visibility)
+		if err != nil {
+			return nil, err
+		}
 		for _, prefix := range prefixesOf(vhosts[k].paths) {
-			out = append(out, ProbeTarget{Class: k.class, Host: k.host, Path: prefix})
+			out = append(out, ProbeTarget{Class: k.class, Host: k.host, Path: prefix, TLS: tls != nil})
 		}
 	}
 	return out, nil

@@ -468,7 +468,13 @@ func TestProbeTargets(t *testing.T) {
 			Hosts:      []string{"hello.ns.svc.cluster.local"},
 			Visibility: netv1alpha1.IngressVisibilityClusterLocal,
 			HTTP:       ing.Spec.Rules[0].HTTP.DeepCopy(),
+		}, netv1alpha1.IngressRule{
+			Hosts:      []string{"secure.example.com"},
+			Visibility: netv1alpha1.IngressVisibilityExternalIP,
+			HTTP:       ing.Spec.Rules[0].HTTP.DeepCopy(),
 		})
+		// Only secure.example.com terminates TLS: it is probed over HTTPS too.
+		ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"secure.example.com"}, SecretName: "cert", SecretNamespace: ing.Namespace}}
 	})
 	got, err := ProbeTargets(context.Background(), ing)
 	if err != nil {
@@ -477,6 +483,8 @@ func TestProbeTargets(t *testing.T) {
 	want := []ProbeTarget{
 		{Class: "contour-external", Host: "hello.example.com", Path: "/"},
 		{Class: "contour-external", Host: "hello.example.com", Path: "/v2"},
+		{Class: "contour-external", Host: "secure.example.com", Path: "/", TLS: true},
+		{Class: "contour-external", Host: "secure.example.com", Path: "/v2", TLS: true},
 		{Class: "contour-internal", Host: "hello.ns", Path: "/"},
 		{Class: "contour-internal", Host: "hello.ns", Path: "/v2"},
 		{Class: "contour-internal", Host: "hello.ns.svc", Path: "/"},

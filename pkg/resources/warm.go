@@ -149,6 +149,8 @@ func WarmProbeTargets(ctx context.Context, synthetic *netv1alpha1.Ingress) ([]Pr
 	out := all[:0]
 	for _, t := range all {
 		if want[t.Host+t.Path] {
+			// Warm proxies are plain HTTP only (MakeWarm gives them no TLS).
+			t.TLS = false
 			out = append(out, t)
 		}
 	}

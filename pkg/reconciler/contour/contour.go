@@ -27,7 +27,6 @@ import (
 	netclientset "knative.dev/networking/pkg/client/clientset/versioned"
 	ingressreconciler "knative.dev/networking/pkg/client/injection/reconciler/networking/v1alpha1/ingress"
 	netlisters "knative.dev/networking/pkg/client/listers/networking/v1alpha1"
-	"knative.dev/networking/pkg/status"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/logging"
 	"knative.dev/pkg/network"
@@ -37,6 +36,7 @@ import (
 	contourclientset "github.com/hitless/hitless/pkg/client/clientset/versioned"
 	contourlisters "github.com/hitless/hitless/pkg/client/listers/projectcontour/v1"
 	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/resources"
 	"github.com/hitless/hitless/pkg/rollout"
 )
@@ -71,9 +71,9 @@ func indexController(obj interface{}) ([]string, error) {
 	return nil, nil
 }
 
-// Prober is the part of the networking status prober the reconciler uses.
+// Prober is the part of the prober (pkg/probe) the reconciler uses.
 type Prober interface {
-	IsReady(ctx context.Context, ing *v1alpha1.Ingress) (bool, error)
+	IsReady(ctx context.Context, ing *v1alpha1.Ingress) (probe.Progress, error)
 	CancelIngressProbingByKey(key types.NamespacedName)
 }
 
@@ -489,7 +489,11 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 			return false, nil
 		}
 	}
-	var waiting []string
+	type fleetWait struct {
+		class, notReady string
+		pods            int
+	}
+	var fleets []fleetWait
 	unready := false
 	for _, class := range awaited.Classes() {
 		fleet, ok := cfg.FleetByClass(class)
@@ -508,10 +512,9 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 			notReady = fmt.Sprintf(" (%d not ready but still serving: %s)", n, strings.Join(sets.List(pods.NotReady), ", "))
 			unready = true
 		}
-		waiting = append(waiting, fmt.Sprintf("%d Envoy pods of %s%s to serve %s",
-			pods.IPs.Len(), class, notReady, describe(backendStrings(resources.ClassBackends{class: awaited[class]}))))
+		fleets = append(fleets, fleetWait{class: class, notReady: notReady, pods: pods.IPs.Len()})
 	}
-	ready, err := r.prober.IsReady(ctx, probeIng)
+	progress, err := r.prober.IsReady(ctx, probeIng)
 	if r.deleted(ing) {
 		// Deleted while this reconcile worked on the cached copy: the
 		// delete handler may already have cancelled its probing, and
@@ -526,18 +529,65 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 		}
 		return false, fmt.Errorf("failed to probe %s/%s: %w", probeIng.Namespace, probeIng.Name, err)
 	}
-	if !ready {
-		if unready {
-			// A not ready pod may stop accepting connections (its Envoy
-			// gone) without any event: look again soon, so it stops
-			// holding the rollout up once it serves nobody.
-			r.enqueueAfter(ing, notReadyRecheck)
-		}
-		markWaiting(ing, reason, "waiting for "+describe(waiting))
-		r.metrics.phaseStarted(ing, reason, r.clock())
-		return false, nil
+	if progress.Ready {
+		return true, nil
 	}
-	return true, nil
+	if unready {
+		// A not ready pod may stop accepting connections (its Envoy
+		// gone) without any event: look again soon, so it stops
+		// holding the rollout up once it serves nobody.
+		r.enqueueAfter(ing, notReadyRecheck)
+	}
+	var parts []string
+	var longest time.Duration
+	for _, f := range fleets {
+		fp := probe.FleetProgress{Class: f.class, Total: f.pods}
+		for _, got := range progress.Fleets {
+			if got.Class == f.class {
+				fp = got
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%d/%d Envoy pods of %s%s serve %s%s", fp.Confirmed, fp.Total, f.class, f.notReady,
+			describe(backendStrings(resources.ClassBackends{f.class: awaited[f.class]})), describeWaiting(fp.Waiting)))
+		if len(fp.Waiting) > 0 && fp.Waiting[0].For > longest {
+			longest = fp.Waiting[0].For
+		}
+	}
+	if longest >= progressRefresh {
+		// A rollout that waits this long has a laggard worth naming with
+		// its current wait and answer; shorter waits are left to the
+		// events that end them, so a bulk rollout writes no extra status.
+		r.enqueueAfter(ing, min(max(longest/2, progressRefresh), 30*time.Second))
+	}
+	markWaiting(ing, reason, strings.Join(parts, "; "))
+	r.metrics.phaseStarted(ing, reason, r.clock())
+	return false, nil
+}
+
+// progressRefresh is the wait after which a rollout's condition message is
+// brought up to date by itself, less often the longer it waits.
+const progressRefresh = 5 * time.Second
+
+// describeWaiting names the first pods a fleet waits on, how long and
+// their last answer: " (waiting: 10.244.0.7 for 3s: 503)".
+func describeWaiting(pods []probe.PodWait) string {
+	if len(pods) == 0 {
+		return ""
+	}
+	const max = 2
+	var items []string
+	for i, p := range pods {
+		if i == max {
+			items = append(items, fmt.Sprintf("%d more", len(pods)-max))
+			break
+		}
+		item := fmt.Sprintf("%s for %s", p.IP, p.For.Round(time.Second))
+		if p.LastError != "" {
+			item += ": " + p.LastError
+		}
+		items = append(items, item)
+	}
+	return " (waiting: " + strings.Join(items, ", ") + ")"
 }
 
 // notReadyRecheck is how often a rollout that waits for a not ready Envoy
@@ -581,5 +631,3 @@ func (r *Reconciler) loadBalancers(cfg *config.Contour) ([]v1alpha1.LoadBalancer
 	}
 	return lb(v1alpha1.IngressVisibilityExternalIP), lb(v1alpha1.IngressVisibilityClusterLocal)
 }
-
-var _ status.ProbeTargetLister = (*envoyTargets)(nil)

@@ -16,6 +16,7 @@ import (
 	"knative.dev/pkg/kmeta"
 	rtesting "knative.dev/pkg/reconciler/testing"
 
+	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/resources"
 )
 
@@ -174,7 +175,7 @@ func TestReconcile(t *testing.T) {
 		}),
 		WantCreates: proxies(blueServing.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(
-			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
+			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		Name: "a fresh backend is warmed first: warm proxy holds old and new, serving proxy untouched",
@@ -186,8 +187,25 @@ func TestReconcile(t *testing.T) {
 		WantCreates: proxies(warmGreen.Proxies),
 		// The load balancers stay published: the old backend still serves.
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
-			waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/green:80"))))},
+			waiting(ReasonWarming, "0/2 Envoy pods of contour-external serve default/green:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/green:80")},
+	}, {
+		Name: "warming names the pods that confirmed and the laggard, and a long wait refreshes the message",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(blueServing.Proxies), proxies(warmGreen.Proxies), []runtime.Object{
+			ing("green", withStatus(waiting(ReasonWarming, "w"))), service("blue"), service("green"),
+		}),
+		OtherTestData: map[string]interface{}{proberKey: &fakeProber{progress: map[string]probe.Progress{warmGreen.Hash: {Fleets: []probe.FleetProgress{{
+			Class: "contour-external", Confirmed: 1, Total: 2,
+			Waiting: []probe.PodWait{{IP: "10.244.0.7", For: 12300 * time.Millisecond, LastError: "503"}},
+		}}}}}},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(
+			waiting(ReasonWarming, "1/2 Envoy pods of contour-external serve default/green:80 (waiting: 10.244.0.7 for 12s: 503)"))))},
+		PostConditions: []func(*testing.T, *rtesting.TableRow){func(t *testing.T, row *rtesting.TableRow) {
+			if got, want := row.OtherTestData[enqueuedKey].(map[string]time.Duration)["default/hello"], 6150*time.Millisecond; got != want {
+				t.Errorf("requeued after %v, want %v (half the longest wait)", got, want)
+			}
+		}},
 	}, {
 		Name: "once every Envoy pod serves the warm backend, the serving proxy switches",
 		Key:  "default/hello",
@@ -197,7 +215,7 @@ func TestReconcile(t *testing.T) {
 		OtherTestData: map[string]interface{}{proberKey: &fakeProber{ready: map[string]bool{warmGreen.Hash: true}}},
 		WantUpdates:   []clientgotesting.UpdateActionImpl{update(greenServing.Proxies[0])},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(
-			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/green:80"))))},
+			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/green:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		Name: "switch confirmed: Ready, and the warm proxies are kept through the release hold",
@@ -229,7 +247,7 @@ func TestReconcile(t *testing.T) {
 		WantUpdates: []clientgotesting.UpdateActionImpl{update(oneHostServing.Proxies[0])},
 		WantDeletes: deletesOfMissing(twoHostServing.Proxies, oneHostServing.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withHosts("a.example.com"), withStatus(
-			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
+			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		Name: "a fresh ExternalName backend behind rewriteHost is warmed like any other, its warm route sending the rewritten Host",
@@ -240,7 +258,7 @@ func TestReconcile(t *testing.T) {
 		}),
 		WantCreates: proxies(warmMapped.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(mapped(withStatus(ready,
-			waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/mapped:80 as Host "+private))))},
+			waiting(ReasonWarming, "0/2 Envoy pods of contour-external serve default/mapped:80 as Host "+private))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/mapped:80 as Host "+private)},
 	}, {
 		// Held without its Host, the served cluster would be dropped at
@@ -253,7 +271,7 @@ func TestReconcile(t *testing.T) {
 		WantCreates: proxies(warm(t, remapped, rewritten("mapped", "mapped2"), rewritten("mapped2")).Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("mapped2", func(i *v1alpha1.Ingress) {
 			i.Spec.Rules[0].HTTP.Paths[0].RewriteHost = private
-		}, withStatus(waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/mapped2:80 as Host "+private))))},
+		}, withStatus(waiting(ReasonWarming, "0/2 Envoy pods of contour-external serve default/mapped2:80 as Host "+private))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming,
 			"Warm proxies reference default/mapped:80 as Host %s, default/mapped2:80 as Host %s", private, private)},
 	}, {
@@ -275,7 +293,7 @@ func TestReconcile(t *testing.T) {
 			ing("blue", withStatus(ready, newGenerationFailed)), service("blue"),
 		}),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(ready, newGenerationFailed,
-			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
+			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
 	}, {
 		Name: "a KIngress deleted while its reconcile starts a probe leaves no probing behind",
 		Key:  "default/hello",
@@ -304,7 +322,7 @@ func TestReconcile(t *testing.T) {
 		}),
 		WantUpdates: []clientgotesting.UpdateActionImpl{update(adopted)},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(ready,
-			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
+			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		Name: "net-contour's proxy of an old backend keeps serving while the fresh one is warmed; its backend is held",
@@ -315,7 +333,7 @@ func TestReconcile(t *testing.T) {
 		}),
 		WantCreates: proxies(warmGreen.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
-			waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/green:80"))))},
+			waiting(ReasonWarming, "0/2 Envoy pods of contour-external serve default/green:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/green:80")},
 	}, {
 		Name: "ours next to net-contour's for one host (Contour invalidated both): net-contour's goes, ours is probed",
@@ -423,4 +441,25 @@ func deletesOfMissing(have, want []*contourv1.HTTPProxy) []clientgotesting.Delet
 		}
 	}
 	return out
+}
+
+func TestDescribeWaiting(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pods []probe.PodWait
+		want string
+	}{
+		{"nobody", nil, ""},
+		{"before any answer", []probe.PodWait{{IP: "10.244.0.7", For: 400 * time.Millisecond}}, " (waiting: 10.244.0.7 for 0s)"},
+		{"two with answers", []probe.PodWait{{IP: "10.244.0.7", For: 3200 * time.Millisecond, LastError: "503"}, {IP: "10.244.0.8", For: time.Second, LastError: "old hash"}},
+			" (waiting: 10.244.0.7 for 3s: 503, 10.244.0.8 for 1s: old hash)"},
+		{"more than two", []probe.PodWait{{IP: "a", For: time.Second}, {IP: "b", For: time.Second}, {IP: "c", For: time.Second}, {IP: "d", For: time.Second}},
+			" (waiting: a for 1s, b for 1s, 2 more)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := describeWaiting(tc.pods); got != tc.want {
+				t.Errorf("describeWaiting() = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package contour
 
 import (
 	"context"
+	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,12 +31,9 @@ import (
 	contourclient "github.com/hitless/hitless/pkg/client/injection/client"
 	proxyinformer "github.com/hitless/hitless/pkg/client/injection/informers/projectcontour/v1/httpproxy"
 	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/resources"
 )
-
-// proberShards multiplies the networking prober's fixed budget (50
-// probes/s, 15 in flight) by running that many probers side by side.
-const proberShards = 4
 
 // DefaultIngressClass is the KIngress class hitless serves unless told otherwise.
 const DefaultIngressClass = "contour.ingress.networking.knative.dev"
@@ -75,7 +73,7 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	}
 
 	m := newMetrics()
-	targets := &envoyTargets{services: serviceInf.Lister(), endpointSlices: sliceInf.Lister(), metrics: m,
+	targets := &envoyTargets{services: serviceInf.Lister(), endpointSlices: sliceInf.Lister(),
 		accepts: newListenCheck().accepts}
 	r := &Reconciler{
 		contourClient: contourclient.Get(ctx),
@@ -109,10 +107,14 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 
 	// The prober calls back when a hash is confirmed on every pod; both the
 	// KIngress and its warm set map back to the KIngress key.
-	prober := newShardedProber(proberShards, logger.Named("status-manager"), targets, func(ing *v1alpha1.Ingress) {
-		name, _ := resources.IsWarmKey(ing.Name)
-		impl.EnqueueKey(types.NamespacedName{Namespace: ing.Namespace, Name: name})
-	})
+	probeOpts, err := probe.OptionsFromEnv(os.Getenv)
+	if err != nil {
+		logger.Fatalw("Invalid prober setting in the controller's environment", "error", err)
+	}
+	prober := probe.New(logger.Named("prober"), targets, func(key types.NamespacedName) {
+		name, _ := resources.IsWarmKey(key.Name)
+		impl.EnqueueKey(types.NamespacedName{Namespace: key.Namespace, Name: name})
+	}, probeOpts)
 	prober.Start(ctx.Done())
 	r.prober = prober
 
@@ -140,9 +142,11 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	serviceInf.Informer().AddEventHandler(controller.HandleAll(controller.EnsureTypeMeta(
 		impl.Tracker.OnChanged, corev1.SchemeGroupVersion.WithKind("Service"))))
 
-	// When Envoy pods come or go, rollouts in flight restart their probe
-	// rounds so a new pod is waited for and a gone one forgotten. Ready
-	// KIngresses are left alone: a new pod gets Contour's whole state.
+	// When Envoy pods come or go, rollouts in flight are reconciled: the
+	// prober brings their rounds up to date with the fleet, so a new pod
+	// must confirm and a gone one is forgotten, and the pods that already
+	// confirmed need not again. Ready KIngresses are left alone: a new pod
+	// gets Contour's whole state.
 	restartInFlight := func() {
 		ings, err := ingInformer.Lister().List(labels.Everything())
 		if err != nil {
@@ -152,7 +156,6 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 			if !classFilter(class)(ing) || ing.IsReady() {
 				continue
 			}
-			r.cancelProbing(ing)
 			impl.Enqueue(ing)
 		}
 	}

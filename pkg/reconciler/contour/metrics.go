@@ -19,7 +19,6 @@ type metrics struct {
 	phaseSeconds metric.Float64Histogram
 	written      metric.Int64Counter
 	probeRounds  metric.Int64Counter
-	probes       metric.Int64Counter
 
 	mu     sync.Mutex
 	starts map[phaseKey]time.Time
@@ -41,15 +40,7 @@ func newMetrics() *metrics {
 		metric.WithDescription("HTTPProxies created or updated, by role"))
 	rounds, _ := m.Int64Counter("hitless.probe.rounds",
 		metric.WithDescription("Probe rounds started (one per KIngress hash, per Warming or Switching phase)"))
-	probes, _ := m.Int64Counter("hitless.probe.requests",
-		metric.WithDescription("Probe requests scheduled: URLs times Envoy pods, once per probe round (retries not counted)"))
-	return &metrics{phaseSeconds: phase, written: written, probeRounds: rounds, probes: probes, starts: map[phaseKey]time.Time{}}
-}
-
-func (m *metrics) probesScheduled(n int) {
-	if m != nil && n > 0 {
-		m.probes.Add(context.Background(), int64(n))
-	}
+	return &metrics{phaseSeconds: phase, written: written, probeRounds: rounds, starts: map[phaseKey]time.Time{}}
 }
 
 func (m *metrics) proxiesWritten(ctx context.Context, role string, n int) {

@@ -36,6 +36,7 @@ import (
 	fakecontourclient "github.com/hitless/hitless/pkg/client/injection/client/fake"
 	contourlisters "github.com/hitless/hitless/pkg/client/listers/projectcontour/v1"
 	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/resources"
 )
 
@@ -59,16 +60,21 @@ var (
 // records the keys whose probing was cancelled; the real prober is
 // exercised on the local stack.
 type fakeProber struct {
-	ready     map[string]bool
+	ready map[string]bool
+	// progress is what a round not ready reports, by hash.
+	progress  map[string]probe.Progress
 	cancelled []types.NamespacedName
 }
 
-func (p *fakeProber) IsReady(_ context.Context, ing *v1alpha1.Ingress) (bool, error) {
+func (p *fakeProber) IsReady(_ context.Context, ing *v1alpha1.Ingress) (probe.Progress, error) {
 	h, err := resources.Hash(ing)
 	if err != nil {
-		return false, err
+		return probe.Progress{}, err
 	}
-	return p.ready[h], nil
+	if p.ready[h] {
+		return probe.Progress{Ready: true}, nil
+	}
+	return p.progress[h], nil
 }
 
 func (p *fakeProber) CancelIngressProbingByKey(key types.NamespacedName) {

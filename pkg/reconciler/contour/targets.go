@@ -19,9 +19,9 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
-	"knative.dev/networking/pkg/status"
 
 	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/resources"
 )
 
@@ -34,6 +34,9 @@ type fleetPods struct {
 	// NotReady are the pods of IPs whose endpoint is not ready.
 	NotReady sets.Set[string]
 	Port     string
+	// TLSPort is the pod port of the HTTPS listener, empty when the
+	// fleet's Service has none.
+	TLSPort string
 }
 
 // envoyTargets finds Envoy pods through the EndpointSlices of each fleet's
@@ -52,7 +55,6 @@ type fleetPods struct {
 type envoyTargets struct {
 	services       corev1listers.ServiceLister
 	endpointSlices discoverylisters.EndpointSliceLister
-	metrics        *metrics
 	// accepts tells whether a pod's listener (ip:port) accepts connections.
 	accepts func(addr string) bool
 	// onChange runs (in its own goroutine) when the not ready pods that
@@ -70,7 +72,7 @@ type notReadySeen struct {
 	listed, included string // sorted, comma-joined
 }
 
-var _ status.ProbeTargetLister = (*envoyTargets)(nil)
+var _ probe.TargetLister = (*envoyTargets)(nil)
 
 // errNoEnvoyPods means a fleet has no ready Envoy pod: nobody can confirm.
 var errNoEnvoyPods = errors.New("no ready Envoy pod")
@@ -87,6 +89,7 @@ func (t *envoyTargets) pods(fleet config.Fleet) (fleetPods, error) {
 	if !ok {
 		return fleetPods{}, fmt.Errorf("Envoy Service %s has no port 80 or port named http: %w", fleet.Service, errNoEnvoyPods)
 	}
+	tlsPortName, hasTLS := httpsPortName(svc)
 	slices, err := t.endpointSlices.EndpointSlices(svc.Namespace).List(labels.SelectorFromSet(labels.Set{
 		discoveryv1.LabelServiceName: svc.Name,
 	}))
@@ -101,8 +104,14 @@ func (t *envoyTargets) pods(fleet config.Fleet) (fleetPods, error) {
 		}
 		port := ""
 		for _, p := range s.Ports {
-			if p.Name != nil && *p.Name == portName && p.Port != nil {
+			if p.Name == nil || p.Port == nil {
+				continue
+			}
+			if *p.Name == portName {
 				port = fmt.Sprint(*p.Port)
+			}
+			if hasTLS && *p.Name == tlsPortName {
+				out.TLSPort = fmt.Sprint(*p.Port)
 			}
 		}
 		if port == "" {
@@ -193,22 +202,34 @@ func (l *listenCheck) accepts(addr string) bool {
 }
 
 func httpPortName(svc *corev1.Service) (string, bool) {
+	return portName(svc, 80, "http")
+}
+
+func httpsPortName(svc *corev1.Service) (string, bool) {
+	return portName(svc, 443, "https")
+}
+
+// portName finds a Service port by number, else by name.
+func portName(svc *corev1.Service, number int32, name string) (string, bool) {
 	for _, p := range svc.Spec.Ports {
-		if p.Port == 80 {
+		if p.Port == number {
 			return p.Name, true
 		}
 	}
 	for _, p := range svc.Spec.Ports {
-		if p.Name == "http" {
+		if p.Name == name {
 			return p.Name, true
 		}
 	}
 	return "", false
 }
 
-// ListProbeTargets implements status.ProbeTargetLister for serving
-// KIngresses and for the in-memory warm KIngress of a rollout.
-func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingress) ([]status.ProbeTarget, error) {
+// ListProbeTargets implements probe.TargetLister for serving KIngresses
+// and for the in-memory warm KIngress of a rollout. Every host is probed
+// over plain HTTP (its probe routes permit it whatever httpOption says);
+// a host that terminates TLS is probed over HTTPS as well, with its SNI,
+// since Envoy routes it through a route table of its own.
+func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingress) ([]probe.Target, error) {
 	var targets []resources.ProbeTarget
 	var err error
 	if _, warm := resources.IsWarmKey(ing.Name); warm {
@@ -220,16 +241,19 @@ func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingre
 		return nil, err
 	}
 	cfg := config.FromContextOrDefaults(ctx).Contour
-	byClass := map[string][]*url.URL{}
+	plain, secure := map[string][]*url.URL{}, map[string][]*url.URL{}
 	for _, tg := range targets {
-		byClass[tg.Class] = append(byClass[tg.Class], &url.URL{Scheme: "http", Host: tg.Host, Path: tg.Path})
+		plain[tg.Class] = append(plain[tg.Class], &url.URL{Scheme: "http", Host: tg.Host, Path: tg.Path})
+		if tg.TLS {
+			secure[tg.Class] = append(secure[tg.Class], &url.URL{Scheme: "https", Host: tg.Host, Path: tg.Path})
+		}
 	}
-	classes := make([]string, 0, len(byClass))
-	for c := range byClass {
+	classes := make([]string, 0, len(plain))
+	for c := range plain {
 		classes = append(classes, c)
 	}
 	sort.Strings(classes)
-	out := make([]status.ProbeTarget, 0, len(classes))
+	out := make([]probe.Target, 0, len(classes))
 	for _, class := range classes {
 		fleet, ok := cfg.FleetByClass(class)
 		if !ok {
@@ -239,8 +263,10 @@ func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingre
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, status.ProbeTarget{PodIPs: pods.IPs, PodPort: pods.Port, Port: "80", URLs: byClass[class]})
-		t.metrics.probesScheduled(pods.IPs.Len() * len(byClass[class]))
+		out = append(out, probe.Target{Class: class, PodIPs: pods.IPs, PodPort: pods.Port, URLs: plain[class]})
+		if len(secure[class]) > 0 && pods.TLSPort != "" {
+			out = append(out, probe.Target{Class: class, PodIPs: pods.IPs, PodPort: pods.TLSPort, URLs: secure[class]})
+		}
 	}
 	return out, nil
 }

@@ -1,0 +1,647 @@
+// Package probe confirms that every Envoy pod of a fleet serves a KIngress
+// at a given hash, and says which pods already do.
+//
+// The verdict is Knative's (knative.dev/networking/pkg/status): a pod
+// confirms a URL when the probe route answers 200 with the expected
+// K-Network-Hash; 404 and 503 (no route yet, no endpoints yet) and a wrong
+// hash are retried; any other answer abandons the URL, as Knative does, so
+// a backend that is not Knative's cannot hold a rollout forever. What is
+// ours is how it gets there: kept-alive connections per Envoy pod shared by
+// every KIngress, a bounded number of probes in flight per pod (a slow pod
+// never takes the others' turns), a short jittered back-off with a cap, and
+// per-pod progress a condition message can show.
+package probe
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/workqueue"
+	"knative.dev/networking/pkg/apis/networking/v1alpha1"
+	nethttp "knative.dev/networking/pkg/http"
+	"knative.dev/networking/pkg/http/header"
+	"knative.dev/networking/pkg/ingress"
+)
+
+// Target is what to probe on the Envoy pods of one class through one of
+// their listeners: every URL on every pod.
+type Target struct {
+	// Class is the Contour class of the pods, for progress reports.
+	Class  string
+	PodIPs sets.Set[string]
+	// PodPort is the port of the listener inside the pod (8080 for HTTP,
+	// 8443 for HTTPS in Contour's layout). Every URL of a target has the
+	// scheme of that listener.
+	PodPort string
+	URLs    []*url.URL
+}
+
+// TargetLister lists what confirms a KIngress. It is asked again on every
+// IsReady until the KIngress is confirmed, so pods that join must confirm
+// and pods that leave are forgotten.
+type TargetLister interface {
+	ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingress) ([]Target, error)
+}
+
+// Options tune the prober. Zero values take the defaults below.
+type Options struct {
+	// InitialDelay is how long after a round starts its first probes go:
+	// Contour needs at least its DAG rebuild to push anything.
+	InitialDelay time.Duration
+	// BackoffInitial and BackoffMax bound the wait before a URL is probed
+	// again on a pod; each failure doubles it, with up to a quarter of it
+	// added at random so retries of many KIngresses spread out.
+	BackoffInitial, BackoffMax time.Duration
+	// Timeout bounds one probe request.
+	Timeout time.Duration
+	// PerPod is how many probes are in flight to one pod at most.
+	PerPod int
+	// IdlePod is how long a pod nobody probes keeps its connections.
+	IdlePod time.Duration
+}
+
+// Defaults. The cap is low on purpose: probes on kept-alive connections
+// cost Envoy little, and a cap of seconds is seconds added to every
+// rollout that waited on a busy Contour (Knative's is 30 s).
+const (
+	DefaultInitialDelay   = 100 * time.Millisecond
+	DefaultBackoffInitial = 50 * time.Millisecond
+	DefaultBackoffMax     = time.Second
+	DefaultTimeout        = time.Second
+	DefaultPerPod         = 8
+	DefaultIdlePod        = 2 * time.Minute
+)
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.InitialDelay, DefaultInitialDelay)
+	def(&o.BackoffInitial, DefaultBackoffInitial)
+	def(&o.BackoffMax, DefaultBackoffMax)
+	def(&o.Timeout, DefaultTimeout)
+	def(&o.IdlePod, DefaultIdlePod)
+	if o.PerPod <= 0 {
+		o.PerPod = DefaultPerPod
+	}
+	if o.BackoffMax < o.BackoffInitial {
+		o.BackoffMax = o.BackoffInitial
+	}
+	return o
+}
+
+// Progress is what a probe round of a KIngress knows now.
+type Progress struct {
+	Ready bool
+	// Fleets are the classes the round waits on, sorted by class.
+	Fleets []FleetProgress
+}
+
+// FleetProgress counts the pods of one class that confirmed the round.
+type FleetProgress struct {
+	Class            string
+	Confirmed, Total int
+	// Waiting are the pods that did not confirm yet, longest waiting first.
+	Waiting []PodWait
+}
+
+// PodWait is one pod that has not confirmed yet.
+type PodWait struct {
+	IP string
+	// For is how long the round has waited on the pod.
+	For time.Duration
+	// LastError is the last failed probe's answer ("503", "old hash", a
+	// dial error), empty before the first answer.
+	LastError string
+}
+
+// Prober probes KIngresses on every Envoy pod. Its methods are safe for
+// concurrent use.
+type Prober struct {
+	logger  *zap.SugaredLogger
+	lister  TargetLister
+	ready   func(types.NamespacedName)
+	opts    Options
+	metrics *metrics
+	now     func() time.Time
+
+	mu     sync.Mutex
+	rounds map[types.NamespacedName]*round
+	pods   map[string]*pod // by IP
+}
+
+// New returns a prober; ready is called (never under a lock of the prober)
+// when a KIngress is confirmed on every pod.
+func New(logger *zap.SugaredLogger, lister TargetLister, ready func(types.NamespacedName), opts Options) *Prober {
+	return &Prober{
+		logger:  logger,
+		lister:  lister,
+		ready:   ready,
+		opts:    opts.withDefaults(),
+		metrics: newMetrics(),
+		now:     time.Now,
+		rounds:  map[types.NamespacedName]*round{},
+		pods:    map[string]*pod{},
+	}
+}
+
+// round is the probing of one KIngress at one hash.
+type round struct {
+	key     types.NamespacedName
+	hash    string
+	started time.Time
+	ctx     context.Context
+	cancel  context.CancelFunc
+	ready   bool
+	// checks and pods are dropped once the round is ready.
+	checks map[checkKey]*check
+	pods   map[string]*podProgress
+}
+
+type checkKey struct {
+	ip, port, url string
+}
+
+// check is one URL on one pod.
+type check struct {
+	round    *round
+	ip, port string
+	url      *url.URL
+	attempts int
+	// gone is set (under the prober's lock) when the check is no longer
+	// wanted: its pod left, or its round was cancelled or replaced.
+	gone bool
+}
+
+type podProgress struct {
+	class     string
+	pending   int
+	since     time.Time
+	lastError string
+}
+
+// pod holds the connections to one Envoy pod and the probes queued for it.
+type pod struct {
+	ip       string
+	queue    workqueue.TypedDelayingInterface[*check]
+	plain    *http.Transport
+	tls      *http.Transport
+	refs     int
+	lastUsed time.Time
+}
+
+// Start runs the prober until done is closed.
+func (p *Prober) Start(done <-chan struct{}) {
+	go func() {
+		t := time.NewTicker(p.opts.IdlePod / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				p.stop()
+				return
+			case <-t.C:
+				p.forgetIdlePods()
+			}
+		}
+	}()
+}
+
+// IsReady tells whether every Envoy pod serves ing at its hash, starting a
+// round when there is none for this hash. Until the round is confirmed,
+// each call brings its pods up to date with the fleet.
+func (p *Prober) IsReady(ctx context.Context, ing *v1alpha1.Ingress) (Progress, error) {
+	key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
+	sum, err := ingress.ComputeHash(ing)
+	if err != nil {
+		return Progress{}, fmt.Errorf("failed to compute the hash of %s: %w", key, err)
+	}
+	hash := fmt.Sprintf("%x", sum[:])
+
+	p.mu.Lock()
+	r, ok := p.rounds[key]
+	if ok && r.hash == hash && r.ready {
+		p.mu.Unlock()
+		return Progress{Ready: true}, nil
+	}
+	p.mu.Unlock()
+
+	// Listed outside the lock: it reads informer caches and may dial.
+	targets, err := p.lister.ListProbeTargets(ctx, ing)
+	if err != nil {
+		return Progress{}, err
+	}
+
+	p.mu.Lock()
+	r, ok = p.rounds[key]
+	if ok && r.hash != hash {
+		p.dropLocked(r)
+		ok = false
+	}
+	if !ok {
+		rctx, cancel := context.WithCancel(context.Background())
+		r = &round{key: key, hash: hash, started: p.now(), ctx: rctx, cancel: cancel,
+			checks: map[checkKey]*check{}, pods: map[string]*podProgress{}}
+		p.rounds[key] = r
+	}
+	if r.ready {
+		p.mu.Unlock()
+		return Progress{Ready: true}, nil
+	}
+	p.syncLocked(r, targets)
+	// Confirmed now (nothing left to probe after pods left): the caller
+	// learns it from the answer, no callback needed.
+	p.checkReadyLocked(r)
+	prog := p.progressLocked(r)
+	p.mu.Unlock()
+	return prog, nil
+}
+
+// syncLocked makes the round's checks those of targets: new pods and URLs
+// are queued, checks of pods that left are dropped.
+func (p *Prober) syncLocked(r *round, targets []Target) {
+	want := map[checkKey]bool{}
+	added := 0
+	now := p.now()
+	for _, t := range targets {
+		for ip := range t.PodIPs {
+			for _, u := range t.URLs {
+				k := checkKey{ip: ip, port: t.PodPort, url: u.String()}
+				want[k] = true
+				if _, ok := r.checks[k]; ok {
+					continue
+				}
+				pp := r.pods[ip]
+				if pp == nil {
+					pp = &podProgress{class: t.Class, since: now}
+					r.pods[ip] = pp
+				}
+				pp.pending++
+				c := &check{round: r, ip: ip, port: t.PodPort, url: u}
+				r.checks[k] = c
+				p.enqueueLocked(c, p.opts.InitialDelay)
+				added++
+			}
+		}
+	}
+	for k, c := range r.checks {
+		if want[k] {
+			continue
+		}
+		delete(r.checks, k)
+		if pp := r.pods[k.ip]; pp != nil && !c.confirmed() {
+			pp.pending--
+		}
+		// A queued attempt finds it gone and releases its pod.
+		c.gone = true
+	}
+	wantIPs := sets.New[string]()
+	for k := range want {
+		wantIPs.Insert(k.ip)
+	}
+	for ip := range r.pods {
+		if !wantIPs.Has(ip) {
+			delete(r.pods, ip)
+		}
+	}
+	p.metrics.scheduled(added)
+}
+
+// confirmed marks a check whose pod answered: attempts is set negative so
+// a check needs no second flag.
+func (c *check) confirmed() bool { return c.attempts < 0 }
+
+func (p *Prober) checkReadyLocked(r *round) bool {
+	if r.ready {
+		return false
+	}
+	for _, pp := range r.pods {
+		if pp.pending > 0 {
+			return false
+		}
+	}
+	// A round with nothing to probe is confirmed at once, as Knative's is.
+	r.ready = true
+	r.cancel()
+	for _, c := range r.checks {
+		c.gone = true
+	}
+	r.checks, r.pods = nil, nil
+	return true
+}
+
+func (p *Prober) progressLocked(r *round) Progress {
+	if r.ready {
+		return Progress{Ready: true}
+	}
+	now := p.now()
+	byClass := map[string]*FleetProgress{}
+	for ip, pp := range r.pods {
+		f := byClass[pp.class]
+		if f == nil {
+			f = &FleetProgress{Class: pp.class}
+			byClass[pp.class] = f
+		}
+		f.Total++
+		if pp.pending == 0 {
+			f.Confirmed++
+			continue
+		}
+		f.Waiting = append(f.Waiting, PodWait{IP: ip, For: now.Sub(pp.since), LastError: pp.lastError})
+	}
+	out := Progress{}
+	for _, f := range byClass {
+		sort.Slice(f.Waiting, func(i, j int) bool {
+			if f.Waiting[i].For != f.Waiting[j].For {
+				return f.Waiting[i].For > f.Waiting[j].For
+			}
+			return f.Waiting[i].IP < f.Waiting[j].IP
+		})
+		out.Fleets = append(out.Fleets, *f)
+	}
+	sort.Slice(out.Fleets, func(i, j int) bool { return out.Fleets[i].Class < out.Fleets[j].Class })
+	return out
+}
+
+// CancelIngressProbingByKey forgets the round of a KIngress (deleted, or
+// done with): it leaves no state and its probes in flight are abandoned.
+func (p *Prober) CancelIngressProbingByKey(key types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.rounds[key]; ok {
+		p.dropLocked(r)
+	}
+}
+
+func (p *Prober) dropLocked(r *round) {
+	r.cancel()
+	for _, c := range r.checks {
+		c.gone = true
+	}
+	r.checks, r.pods = nil, nil
+	if p.rounds[r.key] == r {
+		delete(p.rounds, r.key)
+	}
+}
+
+// Rounds is how many KIngresses the prober holds state for.
+func (p *Prober) Rounds() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.rounds)
+}
+
+// enqueueLocked queues a check on its pod, starting the pod's workers the
+// first time it is probed.
+func (p *Prober) enqueueLocked(c *check, after time.Duration) {
+	pd := p.pods[c.ip]
+	if pd == nil {
+		pd = p.newPod(c.ip)
+		p.pods[c.ip] = pd
+	}
+	pd.refs++
+	pd.lastUsed = p.now()
+	pd.queue.AddAfter(c, after)
+}
+
+func (p *Prober) newPod(ip string) *pod {
+	dialer := &net.Dialer{Timeout: p.opts.Timeout, KeepAlive: 30 * time.Second}
+	transport := func(tlsConf *tls.Config) *http.Transport {
+		return &http.Transport{
+			// Every URL's host is the pod itself (plain) or the virtual host
+			// (TLS, for its SNI); either way the connection is to this pod.
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				_, port, err := net.SplitHostPort(addr)
+				if err != nil {
+					return nil, err
+				}
+				return dialer.DialContext(ctx, network, net.JoinHostPort(ip, port))
+			},
+			TLSClientConfig:     tlsConf,
+			MaxConnsPerHost:     p.opts.PerPod,
+			MaxIdleConnsPerHost: p.opts.PerPod,
+			IdleConnTimeout:     p.opts.IdlePod,
+			DisableCompression:  true,
+			// Envoy's HTTP/1.1 listener is what users reach on port 80.
+			ForceAttemptHTTP2: false,
+		}
+	}
+	pd := &pod{
+		ip:    ip,
+		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[*check]{Name: ""}),
+		plain: transport(nil),
+		// Probes check that the pod routes the host, not who signed its
+		// certificate: the same choice Knative's prober makes.
+		tls: transport(&tls.Config{InsecureSkipVerify: true}), //nolint:gosec
+	}
+	for range p.opts.PerPod {
+		go p.work(pd)
+	}
+	return pd
+}
+
+func (p *Prober) work(pd *pod) {
+	for {
+		c, shutdown := pd.queue.Get()
+		if shutdown {
+			return
+		}
+		p.run(pd, c)
+		pd.queue.Done(c)
+	}
+}
+
+// run probes one check and records the answer.
+func (p *Prober) run(pd *pod, c *check) {
+	p.mu.Lock()
+	if c.gone {
+		pd.refs--
+		p.mu.Unlock()
+		return
+	}
+	r := c.round
+	p.mu.Unlock()
+
+	p.metrics.inflight(1)
+	answer, err := p.probe(r.ctx, pd, c)
+	p.metrics.inflight(-1)
+
+	p.mu.Lock()
+	if c.gone || r.ctx.Err() != nil {
+		pd.refs--
+		p.mu.Unlock()
+		return
+	}
+	pp := r.pods[c.ip]
+	if err == nil {
+		p.metrics.sent("confirmed")
+		c.attempts = -1
+		pd.refs--
+		if pp != nil {
+			pp.pending--
+			if pp.pending == 0 {
+				p.metrics.confirmed(p.now().Sub(pp.since))
+			}
+		}
+		ready := p.checkReadyLocked(r)
+		p.mu.Unlock()
+		if ready {
+			p.logger.Debugw("Confirmed on every Envoy pod", "key", r.key.String(), "hash", r.hash, "took", p.now().Sub(r.started).String())
+			p.ready(r.key)
+		}
+		return
+	}
+	if answer == "" {
+		p.metrics.sent("error")
+		answer = shortError(err)
+	} else {
+		p.metrics.sent("not-yet")
+	}
+	if pp != nil {
+		pp.lastError = answer
+	}
+	c.attempts++
+	delay := p.backoff(c.attempts)
+	pd.lastUsed = p.now()
+	// The reference moves to the next attempt.
+	pd.queue.AddAfter(c, delay)
+	p.mu.Unlock()
+}
+
+// backoff is the wait before attempt n+1: doubling from BackoffInitial up
+// to BackoffMax, plus up to a quarter at random.
+func (p *Prober) backoff(n int) time.Duration {
+	d := p.opts.BackoffInitial
+	for i := 1; i < n && d < p.opts.BackoffMax; i++ {
+		d *= 2
+	}
+	if d > p.opts.BackoffMax {
+		d = p.opts.BackoffMax
+	}
+	return d + time.Duration(rand.Int64N(int64(d)/4+1))
+}
+
+// probe sends one probe. A nil error confirms the check; otherwise answer
+// is the pod's answer that does not confirm it yet ("503", "old hash"), or
+// empty when there was none (the error says why).
+func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	u := *c.url
+	u.Path = path.Join(u.Path, nethttp.HealthCheckPath)
+	transport := pd.plain
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "", nil)
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme == "https" {
+		// Pooled per virtual host: the SNI picks its filter chain.
+		transport = pd.tls
+		u.Host = net.JoinHostPort(u.Hostname(), c.port)
+		req.URL = &u
+		req.Host = c.url.Host
+	} else {
+		// Pooled per pod: one set of connections for every KIngress.
+		req.Host = u.Host
+		u.Host = net.JoinHostPort(c.ip, c.port)
+		req.URL = &u
+	}
+	req.Header.Set(header.UserAgentKey, header.IngressReadinessUserAgent)
+	req.Header.Set(header.ProbeKey, header.ProbeValue)
+	req.Header.Set(header.HashKey, header.HashValueOverride)
+	resp, err := transport.RoundTrip(req)
+	if err != nil {
+		return "", err
+	}
+	// Drained so the connection goes back to the pool.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		switch got := resp.Header.Get(header.HashKey); got {
+		case c.round.hash:
+			return "", nil
+		case "":
+			p.logger.Infow("Probe abandoned: the backend does not echo "+header.HashKey, "key", c.round.key.String(), "url", c.url.String(), "pod", c.ip)
+			return "", nil
+		default:
+			return "old hash", errNotYet
+		}
+	case http.StatusNotFound, http.StatusServiceUnavailable:
+		return strconv.Itoa(resp.StatusCode), errNotYet
+	default:
+		p.logger.Infow("Probe abandoned on an unexpected status", "key", c.round.key.String(), "url", c.url.String(), "pod", c.ip, "status", resp.StatusCode)
+		return "", nil
+	}
+}
+
+var errNotYet = errors.New("not served yet")
+
+// shortError says why a probe got no answer in the few words a condition
+// message has room for: "connection refused", "timeout".
+func shortError(err error) string {
+	var op *net.OpError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), os.IsTimeout(err):
+		return "timeout"
+	case errors.As(err, &op) && op.Err != nil:
+		var sys *os.SyscallError
+		if errors.As(op.Err, &sys) {
+			return sys.Err.Error()
+		}
+		return op.Err.Error()
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed"
+	}
+	return err.Error()
+}
+
+// forgetIdlePods closes the connections of pods no round probes any more.
+func (p *Prober) forgetIdlePods() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	for ip, pd := range p.pods {
+		if pd.refs == 0 && now.Sub(pd.lastUsed) > p.opts.IdlePod {
+			p.closePod(pd)
+			delete(p.pods, ip)
+		}
+	}
+}
+
+func (p *Prober) closePod(pd *pod) {
+	pd.queue.ShutDown()
+	pd.plain.CloseIdleConnections()
+	pd.tls.CloseIdleConnections()
+}
+
+func (p *Prober) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, r := range p.rounds {
+		r.cancel()
+		delete(p.rounds, key)
+	}
+	for ip, pd := range p.pods {
+		p.closePod(pd)
+		delete(p.pods, ip)
+	}
+}

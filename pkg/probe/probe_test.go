@@ -1,0 +1,433 @@
+package probe
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"knative.dev/networking/pkg/apis/networking/v1alpha1"
+	"knative.dev/networking/pkg/http/header"
+	"knative.dev/networking/pkg/ingress"
+)
+
+// envoyPod answers probes the way an Envoy pod with Contour's routes does:
+// per host, a status and the hash its probe route sets.
+type envoyPod struct {
+	ip, port string
+	srv      *httptest.Server
+	conns    atomic.Int64
+	requests atomic.Int64
+
+	mu     sync.Mutex
+	routes map[string]route // by host
+}
+
+type route struct {
+	status int
+	hash   string
+}
+
+func newEnvoyPod(t *testing.T, ip string) *envoyPod {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Skipf("cannot listen on %s (loopback addresses beyond 127.0.0.1 needed): %v", ip, err)
+	}
+	e := &envoyPod{ip: ip, routes: map[string]route{}}
+	e.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.requests.Add(1)
+		if r.Header.Get(header.HashKey) != header.HashValueOverride || r.Header.Get(header.ProbeKey) != header.ProbeValue {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		e.mu.Lock()
+		rt, ok := e.routes[r.Host]
+		e.mu.Unlock()
+		if !ok {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		if rt.hash != "" {
+			w.Header().Set(header.HashKey, rt.hash)
+		}
+		w.WriteHeader(rt.status)
+	}))
+	e.srv.Listener.Close()
+	e.srv.Listener = l
+	e.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			e.conns.Add(1)
+		}
+	}
+	e.srv.Start()
+	_, e.port, _ = net.SplitHostPort(l.Addr().String())
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+func (e *envoyPod) serve(host string, status int, hash string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.routes[host] = route{status: status, hash: hash}
+}
+
+// fleet lists its pods as targets; tests change it as pods come and go.
+type fleet struct {
+	mu   sync.Mutex
+	pods []*envoyPod
+}
+
+func (f *fleet) set(pods ...*envoyPod) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pods = pods
+}
+
+func (f *fleet) ListProbeTargets(_ context.Context, ing *v1alpha1.Ingress) ([]Target, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Target
+	for _, p := range f.pods {
+		var urls []*url.URL
+		for _, r := range ing.Spec.Rules {
+			for _, h := range r.Hosts {
+				urls = append(urls, &url.URL{Scheme: "http", Host: h, Path: "/"})
+			}
+		}
+		out = append(out, Target{Class: "contour-external", PodIPs: sets.New(p.ip), PodPort: p.port, URLs: urls})
+	}
+	return out, nil
+}
+
+func kingress(name string, hosts ...string) *v1alpha1.Ingress {
+	return &v1alpha1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: v1alpha1.IngressSpec{Rules: []v1alpha1.IngressRule{{
+			Hosts:      hosts,
+			Visibility: v1alpha1.IngressVisibilityExternalIP,
+			HTTP: &v1alpha1.HTTPIngressRuleValue{Paths: []v1alpha1.HTTPIngressPath{{
+				Splits: []v1alpha1.IngressBackendSplit{{IngressBackend: v1alpha1.IngressBackend{ServiceName: name, ServiceNamespace: "default"}, Percent: 100}},
+			}}},
+		}}},
+	}
+}
+
+func hashOf(t *testing.T, ing *v1alpha1.Ingress) string {
+	t.Helper()
+	sum, err := ingress.ComputeHash(ing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", sum[:])
+}
+
+// confirmations collects the ready callbacks.
+type confirmations struct {
+	ch chan types.NamespacedName
+}
+
+func newConfirmations() *confirmations {
+	return &confirmations{ch: make(chan types.NamespacedName, 100)}
+}
+
+func (c *confirmations) ready(key types.NamespacedName) { c.ch <- key }
+
+func (c *confirmations) await(t *testing.T, want string) {
+	t.Helper()
+	select {
+	case got := <-c.ch:
+		if got.String() != want {
+			t.Fatalf("confirmed %s, want %s", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s was never confirmed", want)
+	}
+}
+
+func (c *confirmations) none(t *testing.T, within time.Duration) {
+	t.Helper()
+	select {
+	case got := <-c.ch:
+		t.Fatalf("%s confirmed, want nothing", got)
+	case <-time.After(within):
+	}
+}
+
+func newTestProber(t *testing.T, f *fleet, c *confirmations) *Prober {
+	t.Helper()
+	p := New(zap.NewNop().Sugar(), f, c.ready, Options{InitialDelay: time.Millisecond, BackoffInitial: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	p.Start(done)
+	return p
+}
+
+// awaitProgress polls IsReady until cond holds of its answer.
+func awaitProgress(t *testing.T, p *Prober, ing *v1alpha1.Ingress, what string, cond func(Progress) bool) Progress {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		prog, err := p.IsReady(context.Background(), ing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cond(prog) {
+			return prog
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never %s; last progress %+v", what, prog)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestConfirmedOnEveryPod(t *testing.T) {
+	a, b := newEnvoyPod(t, "127.0.0.2"), newEnvoyPod(t, "127.0.0.3")
+	f := &fleet{}
+	f.set(a, b)
+	c := newConfirmations()
+	p := newTestProber(t, f, c)
+	ing := kingress("hello", "hello.example.com")
+	h := hashOf(t, ing)
+	a.serve("hello.example.com", http.StatusOK, h)
+	b.serve("hello.example.com", http.StatusServiceUnavailable, "")
+
+	prog, err := p.IsReady(context.Background(), ing)
+	if err != nil || prog.Ready {
+		t.Fatalf("first IsReady = %+v, %v; want a round started, not ready", prog, err)
+	}
+	prog = awaitProgress(t, p, ing, "1/2 with the laggard's 503", func(pr Progress) bool {
+		return len(pr.Fleets) == 1 && pr.Fleets[0].Confirmed == 1 && len(pr.Fleets[0].Waiting) == 1 && pr.Fleets[0].Waiting[0].LastError == "503"
+	})
+	if f := prog.Fleets[0]; f.Class != "contour-external" || f.Total != 2 || f.Waiting[0].IP != b.ip {
+		t.Fatalf("progress = %+v, want class contour-external, 1 of 2, waiting on %s", f, b.ip)
+	}
+
+	b.serve("hello.example.com", http.StatusOK, "0ld")
+	awaitProgress(t, p, ing, "the laggard answering an older hash", func(pr Progress) bool {
+		return len(pr.Fleets) == 1 && len(pr.Fleets[0].Waiting) == 1 && pr.Fleets[0].Waiting[0].LastError == "old hash"
+	})
+	b.serve("hello.example.com", http.StatusOK, h)
+	c.await(t, "default/hello")
+	if prog, err := p.IsReady(context.Background(), ing); err != nil || !prog.Ready {
+		t.Fatalf("IsReady after the callback = %+v, %v, want ready", prog, err)
+	}
+}
+
+func TestHashChangeStartsANewRound(t *testing.T) {
+	a := newEnvoyPod(t, "127.0.0.2")
+	f := &fleet{}
+	f.set(a)
+	c := newConfirmations()
+	p := newTestProber(t, f, c)
+	ing := kingress("hello", "hello.example.com")
+	a.serve("hello.example.com", http.StatusOK, hashOf(t, ing))
+	p.IsReady(context.Background(), ing)
+	c.await(t, "default/hello")
+
+	next := ing.DeepCopy()
+	next.Spec.Rules[0].HTTP.Paths[0].AppendHeaders = map[string]string{"x": "y"}
+	if prog, _ := p.IsReady(context.Background(), next); prog.Ready {
+		t.Fatal("a new hash was ready before any pod served it")
+	}
+	c.none(t, 100*time.Millisecond)
+	a.serve("hello.example.com", http.StatusOK, hashOf(t, next))
+	c.await(t, "default/hello")
+}
+
+func TestPodsLeaveAndJoin(t *testing.T) {
+	a, b, d := newEnvoyPod(t, "127.0.0.2"), newEnvoyPod(t, "127.0.0.3"), newEnvoyPod(t, "127.0.0.4")
+	f := &fleet{}
+	f.set(a, b)
+	c := newConfirmations()
+	p := newTestProber(t, f, c)
+	ing := kingress("hello", "hello.example.com")
+	h := hashOf(t, ing)
+	a.serve("hello.example.com", http.StatusOK, h)
+	// b is gone for good (never serves); d joins and must confirm.
+	p.IsReady(context.Background(), ing)
+	awaitProgress(t, p, ing, "a confirmed", func(pr Progress) bool { return len(pr.Fleets) == 1 && pr.Fleets[0].Confirmed == 1 })
+
+	f.set(a, d)
+	prog := awaitProgress(t, p, ing, "b forgotten, d waited on", func(pr Progress) bool {
+		return len(pr.Fleets) == 1 && pr.Fleets[0].Total == 2 && len(pr.Fleets[0].Waiting) == 1 && pr.Fleets[0].Waiting[0].IP == d.ip
+	})
+	if prog.Ready {
+		t.Fatal("ready before the pod that joined confirmed")
+	}
+	d.serve("hello.example.com", http.StatusOK, h)
+	c.await(t, "default/hello")
+
+	// The fleet shrinking to the confirmed pods confirms at once.
+	ing2 := kingress("two", "two.example.com")
+	f.set(a, b)
+	a.serve("two.example.com", http.StatusOK, hashOf(t, ing2))
+	p.IsReady(context.Background(), ing2)
+	awaitProgress(t, p, ing2, "a confirmed", func(pr Progress) bool { return len(pr.Fleets) == 1 && pr.Fleets[0].Confirmed == 1 })
+	f.set(a)
+	if prog, err := p.IsReady(context.Background(), ing2); err != nil || !prog.Ready {
+		t.Fatalf("IsReady once the laggard left = %+v, %v, want ready", prog, err)
+	}
+}
+
+func TestCancelLeavesNoState(t *testing.T) {
+	a := newEnvoyPod(t, "127.0.0.2")
+	f := &fleet{}
+	f.set(a)
+	c := newConfirmations()
+	p := newTestProber(t, f, c)
+	ing := kingress("hello", "hello.example.com")
+	p.IsReady(context.Background(), ing)
+	awaitProgress(t, p, ing, "a 404 seen", func(pr Progress) bool {
+		return len(pr.Fleets) == 1 && len(pr.Fleets[0].Waiting) == 1 && pr.Fleets[0].Waiting[0].LastError == "404"
+	})
+	p.CancelIngressProbingByKey(types.NamespacedName{Namespace: "default", Name: "hello"})
+	if n := p.Rounds(); n != 0 {
+		t.Fatalf("%d rounds held after cancel, want 0", n)
+	}
+	a.serve("hello.example.com", http.StatusOK, hashOf(t, ing))
+	c.none(t, 100*time.Millisecond)
+	before := a.requests.Load()
+	time.Sleep(100 * time.Millisecond)
+	if after := a.requests.Load(); after != before {
+		t.Fatalf("%d probes sent after cancel", after-before)
+	}
+}
+
+func TestConnectionsAreSharedAcrossKIngresses(t *testing.T) {
+	a := newEnvoyPod(t, "127.0.0.2")
+	f := &fleet{}
+	f.set(a)
+	c := newConfirmations()
+	p := newTestProber(t, f, c)
+	const n = 60
+	for i := range n {
+		ing := kingress(fmt.Sprint("ing-", i), fmt.Sprintf("h%d.example.com", i))
+		a.serve(fmt.Sprintf("h%d.example.com", i), http.StatusOK, hashOf(t, ing))
+		p.IsReady(context.Background(), ing)
+	}
+	for range n {
+		select {
+		case <-c.ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("not every KIngress was confirmed")
+		}
+	}
+	if got := a.conns.Load(); got > DefaultPerPod {
+		t.Errorf("%d connections opened for %d KIngresses, want at most %d (one pool per pod)", got, n, DefaultPerPod)
+	}
+}
+
+func TestAbandonedAnswersConfirm(t *testing.T) {
+	// Knative's verdict: a 200 without the hash (not a Knative backend) and
+	// an unexpected status abandon the probe rather than wait forever.
+	for _, tc := range []struct {
+		name   string
+		status int
+		hash   string
+	}{
+		{"200 without hash", http.StatusOK, ""},
+		{"500", http.StatusInternalServerError, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newEnvoyPod(t, "127.0.0.2")
+			f := &fleet{}
+			f.set(a)
+			c := newConfirmations()
+			p := newTestProber(t, f, c)
+			a.serve("hello.example.com", tc.status, tc.hash)
+			p.IsReady(context.Background(), kingress("hello", "hello.example.com"))
+			c.await(t, "default/hello")
+		})
+	}
+}
+
+func TestUnreachablePodSaysWhy(t *testing.T) {
+	a := newEnvoyPod(t, "127.0.0.2")
+	a.srv.Close() // nothing listens any more
+	f := &fleet{}
+	f.set(a)
+	p := newTestProber(t, f, newConfirmations())
+	ing := kingress("hello", "hello.example.com")
+	p.IsReady(context.Background(), ing)
+	awaitProgress(t, p, ing, "connection refused reported", func(pr Progress) bool {
+		return len(pr.Fleets) == 1 && len(pr.Fleets[0].Waiting) == 1 && pr.Fleets[0].Waiting[0].LastError == "connection refused"
+	})
+}
+
+func TestBackoff(t *testing.T) {
+	p := New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{BackoffInitial: 50 * time.Millisecond, BackoffMax: time.Second})
+	for _, tc := range []struct {
+		attempt int
+		base    time.Duration
+	}{
+		{1, 50 * time.Millisecond},
+		{2, 100 * time.Millisecond},
+		{3, 200 * time.Millisecond},
+		{5, 800 * time.Millisecond},
+		{6, time.Second},
+		{50, time.Second},
+	} {
+		for range 20 {
+			if got := p.backoff(tc.attempt); got < tc.base || got > tc.base+tc.base/4 {
+				t.Errorf("backoff(%d) = %v, want within [%v, %v]", tc.attempt, got, tc.base, tc.base+tc.base/4)
+			}
+		}
+	}
+}
+
+func TestHTTPSProbesCarryTheHostsSNI(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("cannot listen on 127.0.0.2: %v", err)
+	}
+	ing := kingress("secure", "secure.example.com")
+	h := hashOf(t, ing)
+	var sni atomic.Value
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sni.Store(r.TLS.ServerName)
+		// Envoy picks the filter chain (and route table) by SNI.
+		if r.TLS.ServerName != "secure.example.com" || r.Host != "secure.example.com" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.Header().Set(header.HashKey, h)
+	}))
+	srv.Listener.Close()
+	srv.Listener = l
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+
+	c := newConfirmations()
+	lister := listerFunc(func(context.Context, *v1alpha1.Ingress) ([]Target, error) {
+		return []Target{{Class: "contour-external", PodIPs: sets.New("127.0.0.2"), PodPort: port,
+			URLs: []*url.URL{{Scheme: "https", Host: "secure.example.com", Path: "/"}}}}, nil
+	})
+	p := New(zap.NewNop().Sugar(), lister, c.ready, Options{InitialDelay: time.Millisecond})
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	p.Start(done)
+	p.IsReady(context.Background(), ing)
+	c.await(t, "default/secure")
+	if got := sni.Load(); got != "secure.example.com" {
+		t.Errorf("SNI = %v, want secure.example.com", got)
+	}
+}
+
+type listerFunc func(context.Context, *v1alpha1.Ingress) ([]Target, error)
+
+func (f listerFunc) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingress) ([]Target, error) {
+	return f(ctx, ing)
+}
