@@ -173,6 +173,23 @@ func newTestProber(t *testing.T, f *fleet, c *confirmations) *Prober {
 	return p
 }
 
+// onePod is a fleet of one Envoy pod and a prober of it.
+func onePod(t *testing.T) (*envoyPod, *confirmations, *Prober) {
+	t.Helper()
+	a := newEnvoyPod(t, "127.0.0.2")
+	f := &fleet{}
+	f.set(a)
+	c := newConfirmations()
+	return a, c, newTestProber(t, f, c)
+}
+
+// laggardSays holds when one pod is waited on and its last answer is want.
+func laggardSays(want string) func(Progress) bool {
+	return func(pr Progress) bool {
+		return len(pr.Fleets) == 1 && len(pr.Fleets[0].Waiting) == 1 && pr.Fleets[0].Waiting[0].LastError == want
+	}
+}
+
 // awaitProgress polls IsReady until cond holds of its answer.
 func awaitProgress(t *testing.T, p *Prober, ing *v1alpha1.Ingress, what string, cond func(Progress) bool) Progress {
 	t.Helper()
@@ -215,9 +232,7 @@ func TestConfirmedOnEveryPod(t *testing.T) {
 	}
 
 	b.serve("hello.example.com", http.StatusOK, "0ld")
-	awaitProgress(t, p, ing, "the laggard answering an older hash", func(pr Progress) bool {
-		return len(pr.Fleets) == 1 && len(pr.Fleets[0].Waiting) == 1 && pr.Fleets[0].Waiting[0].LastError == "old hash"
-	})
+	awaitProgress(t, p, ing, "the laggard answering an older hash", laggardSays("old hash"))
 	b.serve("hello.example.com", http.StatusOK, h)
 	c.await(t, "default/hello")
 	if prog, err := p.IsReady(context.Background(), ing); err != nil || !prog.Ready {
@@ -226,11 +241,7 @@ func TestConfirmedOnEveryPod(t *testing.T) {
 }
 
 func TestHashChangeStartsANewRound(t *testing.T) {
-	a := newEnvoyPod(t, "127.0.0.2")
-	f := &fleet{}
-	f.set(a)
-	c := newConfirmations()
-	p := newTestProber(t, f, c)
+	a, c, p := onePod(t)
 	ing := kingress("hello", "hello.example.com")
 	a.serve("hello.example.com", http.StatusOK, hashOf(t, ing))
 	p.IsReady(context.Background(), ing)
@@ -282,16 +293,10 @@ func TestPodsLeaveAndJoin(t *testing.T) {
 }
 
 func TestCancelLeavesNoState(t *testing.T) {
-	a := newEnvoyPod(t, "127.0.0.2")
-	f := &fleet{}
-	f.set(a)
-	c := newConfirmations()
-	p := newTestProber(t, f, c)
+	a, c, p := onePod(t)
 	ing := kingress("hello", "hello.example.com")
 	p.IsReady(context.Background(), ing)
-	awaitProgress(t, p, ing, "a 404 seen", func(pr Progress) bool {
-		return len(pr.Fleets) == 1 && len(pr.Fleets[0].Waiting) == 1 && pr.Fleets[0].Waiting[0].LastError == "404"
-	})
+	awaitProgress(t, p, ing, "a 404 seen", laggardSays("404"))
 	p.CancelIngressProbingByKey(types.NamespacedName{Namespace: "default", Name: "hello"})
 	if n := p.Rounds(); n != 0 {
 		t.Fatalf("%d rounds held after cancel, want 0", n)
@@ -306,11 +311,7 @@ func TestCancelLeavesNoState(t *testing.T) {
 }
 
 func TestConnectionsAreSharedAcrossKIngresses(t *testing.T) {
-	a := newEnvoyPod(t, "127.0.0.2")
-	f := &fleet{}
-	f.set(a)
-	c := newConfirmations()
-	p := newTestProber(t, f, c)
+	a, c, p := onePod(t)
 	const n = 60
 	for i := range n {
 		ing := kingress(fmt.Sprint("ing-", i), fmt.Sprintf("h%d.example.com", i))
@@ -341,11 +342,7 @@ func TestAbandonedAnswersConfirm(t *testing.T) {
 		{"500", http.StatusInternalServerError, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := newEnvoyPod(t, "127.0.0.2")
-			f := &fleet{}
-			f.set(a)
-			c := newConfirmations()
-			p := newTestProber(t, f, c)
+			a, c, p := onePod(t)
 			a.serve("hello.example.com", tc.status, tc.hash)
 			p.IsReady(context.Background(), kingress("hello", "hello.example.com"))
 			c.await(t, "default/hello")
@@ -361,9 +358,7 @@ func TestUnreachablePodSaysWhy(t *testing.T) {
 	p := newTestProber(t, f, newConfirmations())
 	ing := kingress("hello", "hello.example.com")
 	p.IsReady(context.Background(), ing)
-	awaitProgress(t, p, ing, "connection refused reported", func(pr Progress) bool {
-		return len(pr.Fleets) == 1 && len(pr.Fleets[0].Waiting) == 1 && pr.Fleets[0].Waiting[0].LastError == "connection refused"
-	})
+	awaitProgress(t, p, ing, "connection refused reported", laggardSays("connection refused"))
 }
 
 func TestBackoff(t *testing.T) {
