@@ -173,14 +173,21 @@ func newTestProber(t *testing.T, f *fleet, c *confirmations) *Prober {
 	return p
 }
 
+// proberOf is a fleet of the given pods and a prober of it.
+func proberOf(t *testing.T, pods ...*envoyPod) (*fleet, *confirmations, *Prober) {
+	t.Helper()
+	f := &fleet{}
+	f.set(pods...)
+	c := newConfirmations()
+	return f, c, newTestProber(t, f, c)
+}
+
 // onePod is a fleet of one Envoy pod and a prober of it.
 func onePod(t *testing.T) (*envoyPod, *confirmations, *Prober) {
 	t.Helper()
 	a := newEnvoyPod(t, "127.0.0.2")
-	f := &fleet{}
-	f.set(a)
-	c := newConfirmations()
-	return a, c, newTestProber(t, f, c)
+	_, c, p := proberOf(t, a)
+	return a, c, p
 }
 
 // laggardSays holds when one pod is waited on and its last answer is want.
@@ -211,10 +218,7 @@ func awaitProgress(t *testing.T, p *Prober, ing *v1alpha1.Ingress, what string, 
 
 func TestConfirmedOnEveryPod(t *testing.T) {
 	a, b := newEnvoyPod(t, "127.0.0.2"), newEnvoyPod(t, "127.0.0.3")
-	f := &fleet{}
-	f.set(a, b)
-	c := newConfirmations()
-	p := newTestProber(t, f, c)
+	_, c, p := proberOf(t, a, b)
 	ing := kingress("hello", "hello.example.com")
 	h := hashOf(t, ing)
 	a.serve("hello.example.com", http.StatusOK, h)
@@ -259,10 +263,7 @@ func TestHashChangeStartsANewRound(t *testing.T) {
 
 func TestPodsLeaveAndJoin(t *testing.T) {
 	a, b, d := newEnvoyPod(t, "127.0.0.2"), newEnvoyPod(t, "127.0.0.3"), newEnvoyPod(t, "127.0.0.4")
-	f := &fleet{}
-	f.set(a, b)
-	c := newConfirmations()
-	p := newTestProber(t, f, c)
+	f, c, p := proberOf(t, a, b)
 	ing := kingress("hello", "hello.example.com")
 	h := hashOf(t, ing)
 	a.serve("hello.example.com", http.StatusOK, h)
