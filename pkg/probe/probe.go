@@ -548,22 +548,20 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 	u := *c.url
 	u.Path = path.Join(u.Path, nethttp.HealthCheckPath)
 	transport := pd.plain
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "", nil)
-	if err != nil {
-		return "", err
-	}
 	if u.Scheme == "https" {
 		// Pooled per virtual host: the SNI picks its filter chain.
 		transport = pd.tls
 		u.Host = net.JoinHostPort(u.Hostname(), c.port)
-		req.URL = &u
-		req.Host = c.url.Host
 	} else {
 		// Pooled per pod: one set of connections for every KIngress.
-		req.Host = u.Host
 		u.Host = net.JoinHostPort(c.ip, c.port)
-		req.URL = &u
 	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return "", err
+	}
+	// Envoy picks the virtual host by the Host header.
+	req.Host = c.url.Host
 	req.Header.Set(header.UserAgentKey, header.IngressReadinessUserAgent)
 	req.Header.Set(header.ProbeKey, header.ProbeValue)
 	req.Header.Set(header.HashKey, header.HashValueOverride)
