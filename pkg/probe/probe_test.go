@@ -363,23 +363,35 @@ func TestUnreachablePodSaysWhy(t *testing.T) {
 }
 
 func TestBackoff(t *testing.T) {
-	p := New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{BackoffInitial: 50 * time.Millisecond, BackoffMax: time.Second})
+	defaults := New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{})
+	// PROBE_MAX_RETRY_DELAY_SECONDS=1: a probe every second however long
+	// the wait, as before waits stretched the back-off.
+	capped := New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{BackoffMax: time.Second})
 	for _, tc := range []struct {
+		name    string
+		p       *Prober
 		attempt int
+		waited  time.Duration
 		base    time.Duration
 	}{
-		{1, 50 * time.Millisecond},
-		{2, 100 * time.Millisecond},
-		{3, 200 * time.Millisecond},
-		{5, 800 * time.Millisecond},
-		{6, time.Second},
-		{50, time.Second},
+		{"first retry", defaults, 1, 0, 50 * time.Millisecond},
+		{"doubles", defaults, 2, 100 * time.Millisecond, 100 * time.Millisecond},
+		{"doubles again", defaults, 3, 300 * time.Millisecond, 200 * time.Millisecond},
+		{"still doubling", defaults, 5, 1500 * time.Millisecond, 800 * time.Millisecond},
+		{"steady at a second", defaults, 6, 3 * time.Second, time.Second},
+		{"steady for the first ten seconds", defaults, 15, 9 * time.Second, time.Second},
+		{"a tenth of a long wait", defaults, 30, 30 * time.Second, 3 * time.Second},
+		{"at most the cap", defaults, 60, 3 * time.Minute, 5 * time.Second},
+		{"a cap of a second keeps a second", capped, 60, 3 * time.Minute, time.Second},
+		{"a cap below a second caps the doubling", New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{BackoffMax: 200 * time.Millisecond}), 5, time.Second, 200 * time.Millisecond},
 	} {
-		for range 20 {
-			if got := p.backoff(tc.attempt); got < tc.base || got > tc.base+tc.base/4 {
-				t.Errorf("backoff(%d) = %v, want within [%v, %v]", tc.attempt, got, tc.base, tc.base+tc.base/4)
+		t.Run(tc.name, func(t *testing.T) {
+			for range 20 {
+				if got := tc.p.backoff(tc.attempt, tc.waited); got < tc.base || got > tc.base+tc.base/4 {
+					t.Errorf("backoff(%d, %v) = %v, want within [%v, %v]", tc.attempt, tc.waited, got, tc.base, tc.base+tc.base/4)
+				}
 			}
-		}
+		})
 	}
 }
 

@@ -555,21 +555,42 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 	}
 	if longest >= progressRefresh {
 		// A rollout that waits this long has a laggard worth naming with
-		// its current wait and answer; shorter waits are left to the
-		// events that end them, so a bulk rollout writes no extra status.
-		r.enqueueAfter(ing, min(max(longest/2, progressRefresh), 30*time.Second))
+		// its current wait: look again when the wait the message shows
+		// moves to its next step. Shorter waits are left to the events
+		// that end them, so a bulk rollout writes no extra status.
+		_, next := waitStep(longest)
+		r.enqueueAfter(ing, next-longest)
 	}
 	markWaiting(ing, reason, strings.Join(parts, "; "))
 	r.metrics.phaseStarted(ing, reason, r.clock())
 	return false, nil
 }
 
-// progressRefresh is the wait after which a rollout's condition message is
-// brought up to date by itself, less often the longer it waits.
+// progressRefresh is the wait after which a rollout's condition message
+// names how long its laggards wait, and is brought up to date by itself.
 const progressRefresh = 5 * time.Second
 
-// describeWaiting names the first pods a fleet waits on, how long and
-// their last answer: " (waiting: 10.244.0.7 for 3s: 503)".
+// waitStep is the wait a message shows for a pod that waits d, and the wait
+// at which that changes: 0 below progressRefresh, then steps that double
+// (5s, 10s, 20s, 40s, ...). The message is status, and every change of it is
+// an API write: a clock in it would rewrite the status of every waiting
+// KIngress at every reconcile (Contour's status writes on its HTTPProxies
+// cause many at scale), while steps cost a waiting KIngress one write per
+// doubling of its wait.
+func waitStep(d time.Duration) (shown, next time.Duration) {
+	if d < progressRefresh {
+		return 0, progressRefresh
+	}
+	shown = progressRefresh
+	for shown*2 <= d {
+		shown *= 2
+	}
+	return shown, shown * 2
+}
+
+// describeWaiting names the first pods a fleet waits on, how long (from
+// progressRefresh on, in waitStep's steps) and their last answer:
+// " (waiting: 10.244.0.7 for over 10s: 503)".
 func describeWaiting(pods []probe.PodWait) string {
 	if len(pods) == 0 {
 		return ""
@@ -581,7 +602,10 @@ func describeWaiting(pods []probe.PodWait) string {
 			items = append(items, fmt.Sprintf("%d more", len(pods)-max))
 			break
 		}
-		item := fmt.Sprintf("%s for %s", p.IP, p.For.Round(time.Second))
+		item := p.IP
+		if shown, _ := waitStep(p.For); shown > 0 {
+			item += fmt.Sprintf(" for over %v", shown)
+		}
 		if p.LastError != "" {
 			item += ": " + p.LastError
 		}

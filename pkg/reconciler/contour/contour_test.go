@@ -200,10 +200,10 @@ func TestReconcile(t *testing.T) {
 			Waiting: []probe.PodWait{{IP: "10.244.0.7", For: 12300 * time.Millisecond, LastError: "503"}},
 		}}}}}},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(
-			waiting(ReasonWarming, "1/2 Envoy pods of contour-external serve default/green:80 (waiting: 10.244.0.7 for 12s: 503)"))))},
+			waiting(ReasonWarming, "1/2 Envoy pods of contour-external serve default/green:80 (waiting: 10.244.0.7 for over 10s: 503)"))))},
 		PostConditions: []func(*testing.T, *rtesting.TableRow){func(t *testing.T, row *rtesting.TableRow) {
-			if got, want := row.OtherTestData[enqueuedKey].(map[string]time.Duration)["default/hello"], 6150*time.Millisecond; got != want {
-				t.Errorf("requeued after %v, want %v (half the longest wait)", got, want)
+			if got, want := row.OtherTestData[enqueuedKey].(map[string]time.Duration)["default/hello"], 7700*time.Millisecond; got != want {
+				t.Errorf("requeued after %v, want %v (when the wait shown becomes 20s)", got, want)
 			}
 		}},
 	}, {
@@ -443,6 +443,24 @@ func deletesOfMissing(have, want []*contourv1.HTTPProxy) []clientgotesting.Delet
 	return out
 }
 
+func TestWaitStep(t *testing.T) {
+	for _, tc := range []struct {
+		wait, shown, next time.Duration
+	}{
+		{0, 0, 5 * time.Second},
+		{4900 * time.Millisecond, 0, 5 * time.Second},
+		{5 * time.Second, 5 * time.Second, 10 * time.Second},
+		{9 * time.Second, 5 * time.Second, 10 * time.Second},
+		{10 * time.Second, 10 * time.Second, 20 * time.Second},
+		{12300 * time.Millisecond, 10 * time.Second, 20 * time.Second},
+		{100 * time.Second, 80 * time.Second, 160 * time.Second},
+	} {
+		if shown, next := waitStep(tc.wait); shown != tc.shown || next != tc.next {
+			t.Errorf("waitStep(%v) = %v, %v; want %v, %v", tc.wait, shown, next, tc.shown, tc.next)
+		}
+	}
+}
+
 func TestDescribeWaiting(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -450,11 +468,13 @@ func TestDescribeWaiting(t *testing.T) {
 		want string
 	}{
 		{"nobody", nil, ""},
-		{"before any answer", []probe.PodWait{{IP: "10.244.0.7", For: 400 * time.Millisecond}}, " (waiting: 10.244.0.7 for 0s)"},
-		{"two with answers", []probe.PodWait{{IP: "10.244.0.7", For: 3200 * time.Millisecond, LastError: "503"}, {IP: "10.244.0.8", For: time.Second, LastError: "old hash"}},
-			" (waiting: 10.244.0.7 for 3s: 503, 10.244.0.8 for 1s: old hash)"},
+		{"before any answer", []probe.PodWait{{IP: "10.244.0.7", For: 400 * time.Millisecond}}, " (waiting: 10.244.0.7)"},
+		{"two with answers, one waiting long enough to say how long", []probe.PodWait{{IP: "10.244.0.7", For: 7200 * time.Millisecond, LastError: "503"}, {IP: "10.244.0.8", For: time.Second, LastError: "old hash"}},
+			" (waiting: 10.244.0.7 for over 5s: 503, 10.244.0.8: old hash)"},
+		{"a long wait shows its step", []probe.PodWait{{IP: "10.244.0.7", For: 100 * time.Second, LastError: "timeout"}},
+			" (waiting: 10.244.0.7 for over 1m20s: timeout)"},
 		{"more than two", []probe.PodWait{{IP: "a", For: time.Second}, {IP: "b", For: time.Second}, {IP: "c", For: time.Second}, {IP: "d", For: time.Second}},
-			" (waiting: a for 1s, b for 1s, 2 more)"},
+			" (waiting: a, b, 2 more)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := describeWaiting(tc.pods); got != tc.want {
