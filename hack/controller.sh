@@ -43,8 +43,14 @@ running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
 
 kubectl() { "${HITLESS_CACHE:-$HOME/.cache/hitless}/bin/kubectl" "$@"; }
 
+# CONTROLLER_BIN=path runs that binary instead of building this tree's (a
+# benchmark of an older commit's controller on the same stack).
 build() {
   mkdir -p "$state/bin"
+  if [[ -n ${CONTROLLER_BIN:-} ]]; then
+    cp "$CONTROLLER_BIN" "$state/bin/controller.new" && mv "$state/bin/controller.new" "$state/bin/controller"
+    return
+  fi
   (cd "$repo" && go build -o "$state/bin/controller" ./cmd/controller)
 }
 

@@ -1005,6 +1005,21 @@ cmd_down() {
   [[ $(id -u) == 0 ]] || die "the stack needs root"
   mkdir -p "$LOGS"
   lock
+  # The controller replicas hack/controller.sh started (make run leaves one
+  # running), while the API server is still there to take their Leases
+  # back: a controller outliving its stack retries against nothing.
+  local f pid i
+  for f in "$STACK"/controller*.pid; do
+    [[ -f $f ]] || continue
+    pid=$(cat "$f")
+    # a stale pid file may name another process by now
+    if [[ $(cat "/proc/$pid/comm" 2>/dev/null) == controller ]] && kill "$pid" 2>/dev/null; then
+      for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+      kill -9 "$pid" 2>/dev/null || true
+      log "controller $(basename "$f" .pid) stopped (pid $pid)"
+    fi
+    rm -f "$f"
+  done
   # every Contour replica, of either replica count (a stack brought up with
   # two and taken down with one set stops both)
   stop contour-internal-2 contour-internal contour-external-2 contour-external coredns kube-proxy

@@ -3,9 +3,13 @@
 // cluster-local host that expands to three, one backend each), waits until
 // all are Ready, then rolls 100 of them at once to fresh backends. It
 // reports the times, the HTTPProxies written and probes sent (from the
-// controller's metrics), the controller's peak RSS and CPU seconds (each
-// replica's when hack/controller.sh runs several), and Contour's and
-// Envoy's memory; the last line is the summary.
+// controller's metrics), the API writes of every client while the
+// KIngresses became Ready and in a quiet spell once they were (from the API
+// server's own request counter), the controller's peak RSS and CPU seconds
+// (each replica's when hack/controller.sh runs several), and Contour's and
+// Envoy's memory; the last line is the summary. -kingresses 250,500,1000
+// runs each size in turn and ends with the growth curve as a Markdown
+// table (and, with -svg, a plot).
 //
 // Backends are Services: N+100 of them select the same two Pods, so each
 // KIngress has a backend of its own (a Contour cluster of its own) without
@@ -27,23 +31,58 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 
 	"github.com/hitless/hitless/test/harness"
 )
 
 func main() {
-	n := flag.Int("kingresses", 1000, "KIngresses to create")
+	sizes := flag.String("kingresses", "1000", "KIngresses to create; a comma-separated list runs each size in turn (a growth curve)")
 	roll := flag.Int("rollouts", 100, "KIngresses rolled at once to fresh backends")
 	workers := flag.Int("workers", 32, "parallel API writers")
 	stackDir := flag.String("stack", ".stack", "the local stack's state dir (pid files)")
 	metricsPort := flag.Int("metrics-port", 9091, "replica 1's Prometheus port on 127.0.0.1; replica N's is this + N-1 (hack/controller.sh)")
+	svg := flag.String("svg", "", "with several sizes: write the growth curve here")
 	flag.Parse()
+	var ns []int
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			fail(fmt.Errorf("-kingresses %q: want positive numbers separated by commas", *sizes))
+		}
+		ns = append(ns, n)
+	}
 	ctx := context.Background()
 	c, err := harness.NewClients()
 	if err != nil {
 		fail(err)
 	}
+	var results []result
+	for _, n := range ns {
+		results = append(results, runSize(ctx, c, n, *roll, *workers, *stackDir, *metricsPort))
+	}
+	if len(results) > 1 {
+		fmt.Println("\ngrowth curve")
+		writeCurveTable(os.Stdout, results)
+	}
+	if *svg != "" {
+		f, err := os.Create(*svg)
+		if err != nil {
+			fail(err)
+		}
+		if err := writeCurveSVG(f, results); err != nil {
+			fail(err)
+		}
+		if err := f.Close(); err != nil {
+			fail(err)
+		}
+	}
+}
+
+// runSize is one run: n KIngresses to Ready, then roll of them at once, in
+// a namespace of its own that is gone again when it returns.
+func runSize(ctx context.Context, c *harness.Clients, n, roll, workers int, stackDir string, metricsPort int) result {
 	// A previous run's namespace still being deleted (thousands of proxies
 	// going) would load Contour and the API server during this one.
 	waitGone(ctx, c, "scale-")
@@ -63,7 +102,7 @@ func main() {
 			fail(err)
 		}
 	}
-	parallel(*n+*roll, *workers, func(i int) error {
+	parallel(n+roll, workers, func(i int) error {
 		_, err := c.Kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svcName(i)},
 			Spec: corev1.ServiceSpec{Selector: map[string]string{"pool": "yes"},
@@ -71,11 +110,14 @@ func main() {
 		}, metav1.CreateOptions{})
 		return err
 	})
-	fmt.Fprintf(os.Stderr, "created %d backend Services\n", *n+*roll)
+	fmt.Fprintf(os.Stderr, "created %d backend Services\n", n+roll)
+	// The controller manager writes an EndpointSlice per Service: let it
+	// finish, so that the API writes counted below are the KIngresses'.
+	waitSlices(ctx, c, ns, n+roll)
 
-	reps := replicas(*stackDir, *metricsPort)
+	reps := replicas(stackDir, metricsPort)
 	if len(reps) == 0 {
-		fail(fmt.Errorf("no controller replica is running (no pid file in %s)", *stackDir))
+		fail(fmt.Errorf("no controller replica is running (no pid file in %s)", stackDir))
 	}
 	scrape := func(metric string) float64 {
 		total := 0.0
@@ -90,6 +132,9 @@ func main() {
 	}
 	writes0 := scrape("hitless_httpproxy_writes_total")
 	probes0 := scrape("hitless_probe_requests_total")
+	sent0 := scrape("hitless_probe_sent_total")
+	api0 := mustAPIWrites(ctx, c)
+	procs0 := stackCPU()
 
 	rules := func(i, backend int) []harness.Rule {
 		split := []harness.Split{{Backend: svcName(backend), Percent: 100}}
@@ -99,28 +144,39 @@ func main() {
 		}
 	}
 	start := time.Now()
-	parallel(*n, *workers, func(i int) error {
+	parallel(n, workers, func(i int) error {
 		_, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, harness.KIngress(ns, kName(i), rules(i, i)...), metav1.CreateOptions{})
 		return err
 	})
 	created := time.Since(start)
-	allReady := waitAll(ctx, c, ns, *n, nil)
-	fmt.Fprintf(os.Stderr, "%d KIngresses created in %v, all Ready %v after the first create\n", *n, created.Round(time.Millisecond), allReady.Round(time.Millisecond))
+	waitAll(ctx, c, ns, n, nil)
+	allReady := time.Since(start)
+	fmt.Fprintf(os.Stderr, "%d KIngresses created in %v, all Ready %v after the first create\n", n, created.Round(time.Millisecond), allReady.Round(time.Millisecond))
+	apiReady := mustAPIWrites(ctx, c)
+	procs := stackCPU().since(procs0)
+	create := apiReady.since(api0)
+
+	// Once all are Ready nothing should be written but leases: status-only
+	// reconciles (resyncs, EndpointSlice events) must not cost API writes.
+	const rest = 20 * time.Second
+	time.Sleep(rest)
+	atRest := mustAPIWrites(ctx, c).since(apiReady)
+	restOurs := ours(atRest)
 
 	rollStart := time.Now()
 	rolled := map[string]int64{}
 	var mu sync.Mutex
-	parallel(*roll, *workers, func(i int) error {
+	parallel(roll, workers, func(i int) error {
 		return c.Update(ctx, ns, kName(i), func(ing *v1alpha1.Ingress) {
-			harness.SetRules(ing, rules(i, *n+i)...)
+			harness.SetRules(ing, rules(i, n+i)...)
 			mu.Lock()
 			rolled[kName(i)] = ing.Generation + 1
 			mu.Unlock()
 		})
 	})
-	rollDur := waitAll(ctx, c, ns, *n, rolled)
-	_ = rollStart
-	fmt.Fprintf(os.Stderr, "%d rollouts Ready %v after the first update\n", *roll, rollDur.Round(time.Millisecond))
+	waitAll(ctx, c, ns, n, rolled)
+	rollDur := time.Since(rollStart)
+	fmt.Fprintf(os.Stderr, "%d rollouts Ready %v after the first update\n", roll, rollDur.Round(time.Millisecond))
 
 	cpu, peakRSS := 0.0, 0.0
 	for _, r := range reps {
@@ -131,11 +187,12 @@ func main() {
 	}
 	writes := scrape("hitless_httpproxy_writes_total") - writes0
 	probes := scrape("hitless_probe_requests_total") - probes0
+	sent := scrape("hitless_probe_sent_total") - sent0
 	proxies, _ := c.Contour.ProjectcontourV1().HTTPProxies(ns).List(ctx, metav1.ListOptions{})
 
 	// Every Contour replica of both fleets (contour-<fleet>.pid, contour-<fleet>-2.pid).
 	contourMB, contours := 0.0, 0
-	pidFiles, _ := filepath.Glob(filepath.Join(*stackDir, "pids/contour-*.pid"))
+	pidFiles, _ := filepath.Glob(filepath.Join(stackDir, "pids/contour-*.pid"))
 	for _, f := range pidFiles {
 		contourMB += rssMB(readPid(f))
 		contours++
@@ -145,13 +202,22 @@ func main() {
 		envoyMB += rssMB(p)
 		envoys++
 	}
+	res := result{n: n, allReady: allReady.Seconds(), rollouts: rollDur.Seconds(), cpu: cpu, rss: peakRSS,
+		writesPerKIngress: create.total() / float64(n), ours: ours(create) / float64(n),
+		restWrites: restOurs / rest.Seconds(), probes: probes, sent: sent}
 	fmt.Printf("\n%-42s %s\n", "measure", "value")
 	row := func(k string, v interface{}) { fmt.Printf("%-42s %v\n", k, v) }
-	row("KIngresses (1 external + 3 cluster-local hosts)", *n)
+	row("KIngresses (1 external + 3 cluster-local hosts)", n)
 	row("all Ready after first create (s)", fmt.Sprintf("%.1f", allReady.Seconds()))
-	row(fmt.Sprintf("%d simultaneous rollouts Ready (s)", *roll), fmt.Sprintf("%.1f", rollDur.Seconds()))
+	row(fmt.Sprintf("%d simultaneous rollouts Ready (s)", roll), fmt.Sprintf("%.1f", rollDur.Seconds()))
 	row("HTTPProxies now / written (creates+updates)", fmt.Sprintf("%d / %.0f", len(proxies.Items), writes))
-	row("probe requests scheduled", fmt.Sprintf("%.0f", probes))
+	row("probe requests scheduled / sent", fmt.Sprintf("%.0f / %.0f", probes, sent))
+	row("API writes to Ready, all clients / KIngress", fmt.Sprintf("%.0f / %.1f", create.total(), res.writesPerKIngress))
+	row("  of them hitless's / KIngress", fmt.Sprintf("%.1f", res.ours))
+	row("  largest", strings.Join(create.top(6), ", "))
+	row(fmt.Sprintf("API writes in %v once Ready, all / hitless", rest), fmt.Sprintf("%.0f / %.0f", atRest.total(), restOurs))
+	row("  largest", strings.Join(atRest.top(4), ", "))
+	row("CPU-s to Ready by process (2 cores)", procs.describe(allReady))
 	row("controller replicas", len(reps))
 	for _, r := range reps {
 		row(fmt.Sprintf("controller %d peak RSS (MiB) / CPU (s)", r.n), fmt.Sprintf("%.0f / %.1f", r.rss, r.cpu))
@@ -159,8 +225,40 @@ func main() {
 	row("controller CPU, all replicas (s)", fmt.Sprintf("%.1f", cpu))
 	row(fmt.Sprintf("Contour RSS, %d processes (MiB)", contours), fmt.Sprintf("%.0f", contourMB))
 	row(fmt.Sprintf("Envoy RSS, %d pods (MiB)", envoys), fmt.Sprintf("%.0f", envoyMB))
-	fmt.Printf("scale: kingresses=%d replicas=%d all_ready_s=%.1f rollout100_s=%.1f controller_rss_mb=%.0f controller_cpu_s=%.1f probes=%.0f\n",
-		*n, len(reps), allReady.Seconds(), rollDur.Seconds(), peakRSS, cpu, probes)
+	fmt.Printf("scale: kingresses=%d replicas=%d all_ready_s=%.1f rollout100_s=%.1f controller_rss_mb=%.0f controller_cpu_s=%.1f probes=%.0f probes_sent=%.0f api_writes_per_kingress=%.1f\n",
+		n, len(reps), allReady.Seconds(), rollDur.Seconds(), peakRSS, cpu, probes, sent, res.writesPerKIngress)
+	return res
+}
+
+// ours is what hitless wrote: HTTPProxies (serving and probe) and KIngress
+// status. Contour writes httpproxies/status, the bench writes ingresses.
+func ours(a apiCounts) float64 {
+	t := 0.0
+	for k, v := range a {
+		if strings.HasPrefix(k, "httpproxies ") || strings.HasPrefix(k, "ingresses/status ") {
+			t += v
+		}
+	}
+	return t
+}
+
+func mustAPIWrites(ctx context.Context, c *harness.Clients) apiCounts {
+	a, err := scrapeAPIWrites(ctx, c.Kube)
+	if err != nil {
+		fail(err)
+	}
+	return a
+}
+
+// waitSlices waits until the namespace has an EndpointSlice per Service
+// (at most a minute: the counts are then only less clean).
+func waitSlices(ctx context.Context, c *harness.Clients, ns string, want int) {
+	for start := time.Now(); time.Since(start) < time.Minute; time.Sleep(500 * time.Millisecond) {
+		list, err := c.Kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{})
+		if err == nil && len(list.Items) >= want {
+			return
+		}
+	}
 }
 
 // waitGone waits until no namespace with the prefix exists.
@@ -183,32 +281,69 @@ func waitGone(ctx context.Context, c *harness.Clients, prefix string) {
 func kName(i int) string   { return fmt.Sprintf("ks%d", i) }
 func svcName(i int) string { return fmt.Sprintf("svc%d", i) }
 
-// waitAll polls until every KIngress is Ready (at the generation in want,
-// for those listed) and returns the time since it was called... measured
-// from the caller's start by the caller adding its own offset.
-func waitAll(ctx context.Context, c *harness.Clients, ns string, n int, want map[string]int64) time.Duration {
-	start := time.Now()
+// waitAll watches until every KIngress is Ready (at the generation in
+// want, for those listed); the callers time it from their first write. A
+// watch, as kubectl wait does: listing thousands of KIngresses several
+// times a second made the benchmark one of the API server's largest loads.
+func waitAll(ctx context.Context, c *harness.Clients, ns string, n int, want map[string]int64) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+	ready, k := map[string]bool{}, 0 // k: how many in ready are true
+	set := func(name string, r bool) {
+		if ready[name] {
+			k--
+		}
+		if r {
+			k++
+		}
+		ready[name] = r
+	}
+	note := func(ing *v1alpha1.Ingress) {
+		g, ok := want[ing.Name]
+		set(ing.Name, ing.IsReady() && (!ok || ing.Generation >= g))
+	}
+	count := func() int { return k }
 	for {
 		list, err := c.Net.NetworkingV1alpha1().Ingresses(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			ready := 0
-			for i := range list.Items {
-				ing := &list.Items[i]
-				if g, ok := want[ing.Name]; ok && ing.Generation < g {
-					continue
-				}
-				if ing.IsReady() {
-					ready++
-				}
+		if err != nil {
+			if ctx.Err() != nil {
+				fail(fmt.Errorf("only %d of %d KIngresses Ready after 15m", count(), n))
 			}
-			if ready == n {
-				return time.Since(start)
+			time.Sleep(time.Second)
+			continue
+		}
+		clear(ready)
+		k = 0
+		for i := range list.Items {
+			note(&list.Items[i])
+		}
+		if count() == n {
+			return
+		}
+		w, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			continue
+		}
+		for ev := range w.ResultChan() {
+			ing, ok := ev.Object.(*v1alpha1.Ingress)
+			if !ok {
+				break // an error event (the version expired): list again
 			}
-			if time.Since(start) > 15*time.Minute {
-				fail(fmt.Errorf("only %d of %d KIngresses Ready after 15m", ready, n))
+			if ev.Type == watch.Deleted {
+				set(ing.Name, false)
+				delete(ready, ing.Name)
+			} else {
+				note(ing)
+			}
+			if count() == n {
+				w.Stop()
+				return
 			}
 		}
-		time.Sleep(250 * time.Millisecond)
+		w.Stop()
+		if ctx.Err() != nil {
+			fail(fmt.Errorf("only %d of %d KIngresses Ready after 15m", count(), n))
+		}
 	}
 }
 
@@ -357,4 +492,49 @@ func (p *peak) stop() float64 { close(p.stopCh); return <-p.done }
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "bench-scale:", err)
 	os.Exit(1)
+}
+
+// cpuByName is CPU seconds by process name (/proc/PID/comm), summed over
+// the processes of that name: where the machine's two cores went.
+type cpuByName map[string]float64
+
+// stackCPU reads every process's CPU seconds, by name.
+func stackCPU() cpuByName {
+	out := cpuByName{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			continue
+		}
+		out[strings.TrimSpace(string(b))] += cpuSeconds(pid)
+	}
+	return out
+}
+
+// since is the CPU used after before (a process that started meanwhile
+// counts whole; one that ended is not seen).
+func (c cpuByName) since(before cpuByName) cpuByName { return growth(c, before, 0.05) }
+
+// describe names the five largest with their share of both cores over d.
+func (c cpuByName) describe(d time.Duration) string {
+	names := make([]string, 0, len(c))
+	total := 0.0
+	for k, v := range c {
+		names = append(names, k)
+		total += v
+	}
+	sort.Slice(names, func(i, j int) bool { return c[names[i]] > c[names[j]] })
+	if len(names) > 5 {
+		names = names[:5]
+	}
+	parts := []string{fmt.Sprintf("all %.0f (%.0f%%)", total, 100*total/(2*d.Seconds()))}
+	for _, k := range names {
+		parts = append(parts, fmt.Sprintf("%s %.0f", k, c[k]))
+	}
+	return strings.Join(parts, ", ")
 }

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// result is one size's measurements.
+type result struct {
+	n                  int
+	allReady, rollouts float64 // seconds
+	cpu, rss           float64 // controller, all replicas: CPU-s; peak RSS of one, MiB
+	writesPerKIngress  float64 // API writes of every client while the N became Ready, per KIngress
+	ours               float64 // of them, hitless's own (HTTPProxies and KIngress status), per KIngress
+	restWrites         float64 // API writes per second by hitless once all were Ready
+	probes, sent       float64 // probe requests scheduled (URLs x pods per round) and sent
+}
+
+// measure is one panel of the growth curve: a value per size, and the
+// target where the project has one.
+type measure struct {
+	title  string
+	value  func(result) float64
+	target func(n int) float64 // nil: no target
+}
+
+var measures = []measure{
+	{"all Ready after first create (s)", func(r result) float64 { return r.allReady }, func(n int) float64 { return 30 * float64(n) / 1000 }},
+	{"100 rollouts Ready (s)", func(r result) float64 { return r.rollouts }, func(int) float64 { return 10 }},
+	{"controller CPU (s)", func(r result) float64 { return r.cpu }, func(n int) float64 { return 20 * float64(n) / 1000 }},
+	{"controller peak RSS (MiB)", func(r result) float64 { return r.rss }, func(int) float64 { return 150 }},
+	{"API writes per KIngress (all clients)", func(r result) float64 { return r.writesPerKIngress }, nil},
+}
+
+// writeCurveTable prints the growth curve as a Markdown table.
+func writeCurveTable(w io.Writer, rs []result) {
+	fmt.Fprintln(w, "| KIngresses | all Ready (s) | 100 rollouts (s) | controller CPU (s) | peak RSS (MiB) | API writes / KIngress (all / hitless) | hitless writes/s once Ready | probes scheduled / sent |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rs {
+		fmt.Fprintf(w, "| %d | %.1f | %.1f | %.1f | %.0f | %.1f / %.1f | %.1f | %.0f / %.0f |\n",
+			r.n, r.allReady, r.rollouts, r.cpu, r.rss, r.writesPerKIngress, r.ours, r.restWrites, r.probes, r.sent)
+	}
+}
+
+// writeCurveSVG draws one panel per measure, side by side in two rows:
+// the value at each size joined by a line, the target (scaled with N where
+// the target is per 1,000) dashed.
+func writeCurveSVG(w io.Writer, rs []result) error {
+	const panelW, panelH, left, top, gap, cols = 300, 180, 50, 40, 40, 3
+	rows := (len(measures) + cols - 1) / cols
+	width := cols * (panelW + left + gap)
+	height := rows*(panelH+top+gap) + 20
+	maxN := 0
+	for _, r := range rs {
+		maxN = max(maxN, r.n)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="11">`+"\n", width, height)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	for i, m := range measures {
+		x0 := left + (i%cols)*(panelW+left+gap)
+		y0 := top + (i/cols)*(panelH+top+gap)
+		base := y0 + panelH
+		maxV := 0.0
+		for _, r := range rs {
+			maxV = max(maxV, m.value(r))
+			if m.target != nil {
+				maxV = max(maxV, m.target(r.n))
+			}
+		}
+		if maxV == 0 {
+			maxV = 1
+		}
+		maxV *= 1.1
+		px := func(n int) float64 { return float64(x0) + float64(n)/float64(maxN)*panelW }
+		py := func(v float64) float64 { return float64(base) - v/maxV*panelH }
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-weight="bold">%s</text>`+"\n", x0, y0-12, m.title)
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>`+"\n", x0, base, x0+panelW, base)
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>`+"\n", x0, y0, x0, base)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%.0f</text>`+"\n", x0-4, y0+4, maxV)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">0</text>`+"\n", x0-4, base)
+		var line, target []string
+		for _, r := range rs {
+			v := m.value(r)
+			line = append(line, fmt.Sprintf("%.1f,%.1f", px(r.n), py(v)))
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="#1e88e5"><title>%d: %.1f</title></circle>`+"\n", px(r.n), py(v), r.n, v)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#1e88e5">%.0f</text>`+"\n", px(r.n), py(v)-6, v)
+			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%d</text>`+"\n", px(r.n), base+14, r.n)
+			if m.target != nil {
+				target = append(target, fmt.Sprintf("%.1f,%.1f", px(r.n), py(m.target(r.n))))
+			}
+		}
+		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="#1e88e5" stroke-width="1.5"/>`+"\n", strings.Join(line, " "))
+		if len(target) > 0 {
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="#e53935" stroke-dasharray="4 3"/>`+"\n", strings.Join(target, " "))
+		}
+	}
+	fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#555">x: KIngresses; blue: measured (make bench-scale KINGRESSES=…); red dashed: target (per 1,000 scaled with N)</text>`+"\n", left, height-6)
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
