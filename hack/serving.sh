@@ -5,7 +5,7 @@
 #                          stack and the hitless controller up, install Serving
 #                          from its module's config/core, wait until it serves
 #   hack/serving.sh down   remove Serving (its namespace, CRDs, webhooks, roles)
-#   hack/serving.sh env    exports for Serving's e2e suites and our tests
+#   hack/serving.sh env    exports for Serving's test suites and our tests
 #
 # What is installed, and from where:
 # - knative.dev/serving@v0.50.0 config/core, every file as released except the
@@ -41,6 +41,25 @@ die() { log "ERROR: $*"; exit 1; }
 kubectl() { "$BIN/kubectl" --kubeconfig "$STACK/kubeconfig" "$@"; }
 
 module_dir() { (cd "$MOD" && go list -m -f '{{.Dir}}' "$1"); }
+
+# retry runs a command until it succeeds, for up to 120 s. Serving's webhook
+# registers the rules of its ConfigMap validation as soon as it runs, which can
+# be before its pod answers on its Service; until it does the API server
+# refuses every write those rules cover ("failed calling webhook
+# config.webhook.serving.knative.dev ... connection refused"), so the writes
+# made while Serving starts wait for it rather than fail the run.
+retry() {
+  local deadline=$((SECONDS + 120)) out
+  until out=$("$@" 2>&1); do
+    if ((SECONDS >= deadline)); then
+      printf '%s\n' "$out" >&2
+      return 1
+    fi
+    sleep 2
+  done
+}
+
+apply_core() { render | kubectl apply -f - >/dev/null; }
 
 # render [--no-namespace] prints Serving's config/core as one stream, images
 # replaced (without the namespace, which `down` keeps: the hitless controller's
@@ -100,11 +119,11 @@ cmd_up() {
   kubectl wait --for=condition=Established --timeout=60s \
     crd/services.serving.knative.dev crd/revisions.serving.knative.dev crd/routes.serving.knative.dev \
     crd/configurations.serving.knative.dev >/dev/null
-  render | kubectl apply -f - >/dev/null
-  kubectl -n "$NS" patch configmap config-network --type=merge \
-    -p "{\"data\":{\"ingress-class\":\"$INGRESS_CLASS\"}}" >/dev/null
-  kubectl -n "$NS" patch configmap config-domain --type=merge \
-    -p "{\"data\":{\"$SERVING_DOMAIN\":\"\"}}" >/dev/null
+  retry apply_core
+  retry kubectl -n "$NS" patch configmap config-network --type=merge \
+    -p "{\"data\":{\"ingress-class\":\"$INGRESS_CLASS\"}}"
+  retry kubectl -n "$NS" patch configmap config-domain --type=merge \
+    -p "{\"data\":{\"$SERVING_DOMAIN\":\"\"}}"
 
   log "waiting for Serving's controller, webhook, activator and autoscaler"
   local deadline=$((SECONDS + 300))
@@ -136,6 +155,7 @@ export GATEWAY_NAMESPACE_OVERRIDE=contour-external
 export KO_DOCKER_REPO=$TEST_REPO
 export SERVING_DOMAIN=$SERVING_DOMAIN
 export SERVING_CONFORMANCE_TEST=$BIN/serving/conformance-api-v1.test
+export SERVING_E2E_TEST=$BIN/serving/e2e.test
 EOF
 }
 
