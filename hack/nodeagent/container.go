@@ -42,7 +42,9 @@ func (r *podRunner) runOnce(c *ctr, attempted chan struct{}) (code int, ran, ok 
 	}
 	exe, found := images.resolve(c.spec.Image)
 	if !found {
-		r.setWaiting(c, "ImageNotMapped", fmt.Sprintf("image %q is not in the node agent's image map %s (short name %q)",
+		// kubelet's reason for an image it cannot pull: Knative Serving (and
+		// kubectl users) read it off the container status
+		r.setWaiting(c, "ErrImagePull", fmt.Sprintf("image %q is not in the node agent's image map %s (short name %q)",
 			c.spec.Image, r.a.cfg.imageMapFile, imageShortName(c.spec.Image)))
 		return 0, false, true
 	}
@@ -159,7 +161,7 @@ func (r *podRunner) runOnce(c *ctr, attempted chan struct{}) (code int, ran, ok 
 	runCtx, stopProbes := context.WithCancel(r.ctx)
 	r.startProbes(runCtx, c, podIP)
 	if h := c.spec.Lifecycle; h != nil && h.PostStart != nil {
-		if ok, msg := r.runHook(runCtx, c, h.PostStart, podIP, maxGrace); !ok {
+		if ok, msg := r.runHook(runCtx, c, h.PostStart, podIP, postStartTimeout); !ok {
 			r.log.Warn("postStart hook failed, killing container", "container", c.spec.Name, "msg", msg)
 			go r.stopProcess(c, 0)
 		}
@@ -364,19 +366,24 @@ func (r *podRunner) execCommand(ctx context.Context, c *ctr, command []string) (
 }
 
 // graceFor is the termination grace period: the deletion's, else the pod's,
-// capped at maxGrace.
+// else Kubernetes' default. Not capped, as kubelet does not cap it: Knative
+// Serving gives its pods the Revision's timeout (300 s by default) so that
+// the user container's preStop can wait out queue-proxy's 30 s drain and
+// still get its SIGTERM, and its connections a clean close, after it.
 func (r *podRunner) graceFor(deletionGrace *int64) time.Duration {
-	g := maxGrace
+	g := defaultGrace
 	if deletionGrace != nil {
 		g = time.Duration(*deletionGrace) * time.Second
 	} else if t := r.pod.Spec.TerminationGracePeriodSeconds; t != nil {
 		g = time.Duration(*t) * time.Second
 	}
-	return min(g, maxGrace)
+	return g
 }
 
 // stopProcess stops a container's current process: preStop hook, SIGTERM,
-// then SIGKILL to its process group after grace.
+// then SIGKILL to its process group after grace. As kubelet does, a preStop
+// that used up the grace still leaves the process minGraceAfterPreStop
+// between SIGTERM and SIGKILL.
 func (r *podRunner) stopProcess(c *ctr, grace time.Duration) {
 	r.mu.Lock()
 	cmd, exited, podIP := c.cmd, c.exited, r.st.PodIP
@@ -385,18 +392,23 @@ func (r *podRunner) stopProcess(c *ctr, grace time.Duration) {
 		return
 	}
 	deadline := time.Now().Add(grace)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
 	if h := c.spec.Lifecycle; h != nil && h.PreStop != nil && grace > 0 {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		if ok, msg := r.runHook(ctx, c, h.PreStop, podIP, time.Until(deadline)); !ok {
 			r.log.Warn("preStop hook failed", "container", c.spec.Name, "msg", msg)
 		}
+		cancel()
+		if least := time.Now().Add(minGraceAfterPreStop); least.After(deadline) {
+			deadline = least
+		}
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	kill := time.NewTimer(time.Until(deadline))
+	defer kill.Stop()
 	select {
 	case <-exited:
 		return
-	case <-ctx.Done():
+	case <-kill.C:
 	}
 	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	select {

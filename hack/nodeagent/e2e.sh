@@ -357,8 +357,8 @@ check "restartPolicy Never pod exiting 3 is Failed with exit code 3" wait_for 20
   '{.status.phase} {.status.containerStatuses[0].state.terminated.exitCode}' "Failed 3"
 check "FallbackToLogsOnError puts the log tail in the termination message" pod_is job \
   '{.status.containerStatuses[0].state.terminated.message}' "exiting with 3"
-check "unmapped image waits with reason ImageNotMapped" wait_for 20 pod_is unmapped \
-  '{.status.containerStatuses[0].state.waiting.reason}' ImageNotMapped
+check "unmapped image waits with reason ErrImagePull" wait_for 20 pod_is unmapped \
+  '{.status.containerStatuses[0].state.waiting.reason}' ErrImagePull
 restarted_twice() { (($(kubectl -n e2e get pod crash -o jsonpath='{.status.containerStatuses[0].restartCount}') >= 2)); }
 check "a crashing container is restarted with back-off" wait_for 20 restarted_twice
 # the memory cgroup the agent logged at start-up ("" when limits are not enforced)

@@ -17,8 +17,16 @@ import (
 )
 
 const (
-	// maxGrace caps every termination grace period.
-	maxGrace = 30 * time.Second
+	// defaultGrace is Kubernetes' terminationGracePeriodSeconds default, for a
+	// pod that has none (the API server defaults it; the agent's tests may not).
+	defaultGrace = 30 * time.Second
+	// minGraceAfterPreStop is kubelet's minimum time between SIGTERM and
+	// SIGKILL when a preStop hook used up the grace period.
+	minGraceAfterPreStop = 2 * time.Second
+	// postStartTimeout bounds a postStart hook.
+	postStartTimeout = 30 * time.Second
+	// volumeRefresh is how often configMap and secret volumes are read again.
+	volumeRefresh = 5 * time.Second
 	// Restart back-off: doubles from backoffMin to backoffMax, and starts over
 	// after a container ran for backoffReset.
 	backoffMin   = time.Second
@@ -183,6 +191,7 @@ func (r *podRunner) run() {
 	if !r.setupSandboxWithRetry() {
 		return
 	}
+	r.startVolumeRefresh()
 	for _, c := range r.init {
 		if c.sidecar {
 			if !r.startSupervisor(c) {
@@ -199,6 +208,49 @@ func (r *podRunner) run() {
 			return
 		}
 	}
+}
+
+// startVolumeRefresh keeps the pod's configMap and secret volumes current
+// while it runs, as kubelet does (there within about a minute; here within
+// volumeRefresh): programs that watch their mounted configuration, like
+// Knative Serving's configmimic test image, see a patched ConfigMap.
+func (r *podRunner) startVolumeRefresh() {
+	var vols []corev1.Volume
+	r.mu.Lock()
+	ns := r.pod.Namespace
+	for _, v := range r.pod.Spec.Volumes {
+		if v.ConfigMap != nil || v.Secret != nil {
+			vols = append(vols, v)
+		}
+	}
+	if len(vols) == 0 || r.terminating || r.finished {
+		r.mu.Unlock()
+		return
+	}
+	r.wg.Add(1) // teardown waits for it, so nothing is written into a removed pod
+	dirs := r.volumes
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		t := time.NewTicker(volumeRefresh)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-t.C:
+			}
+			for _, v := range vols {
+				files, ok := refreshedFiles(ns, r.a, v)
+				if !ok || r.ctx.Err() != nil {
+					continue
+				}
+				if err := syncVolume(dirs[v.Name], files); err != nil {
+					r.log.Warn("volume refresh failed", "volume", v.Name, "err", err)
+				}
+			}
+		}
+	}()
 }
 
 // startSupervisor runs a container under supervision and waits for its first

@@ -254,9 +254,9 @@ func runSelftest(ctx context.Context, cfg config) (err error) {
 	err = waitFor("unmapped image", func() bool {
 		p := get("unmapped")
 		return p != nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil &&
-			p.Status.ContainerStatuses[0].State.Waiting.Reason == "ImageNotMapped"
+			p.Status.ContainerStatuses[0].State.Waiting.Reason == "ErrImagePull"
 	})
-	check(err == nil, "unmapped image waits with reason ImageNotMapped: %s", func() string {
+	check(err == nil, "unmapped image waits with reason ErrImagePull: %s", func() string {
 		if p := get("unmapped"); p != nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil {
 			return p.Status.ContainerStatuses[0].State.Waiting.Message
 		}

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // volumeSource is what materializing volumes reads from the API.
@@ -27,7 +31,8 @@ type volumeFile struct {
 // materializeVolumes writes the pod's volumes as directories under dir and
 // returns the host directory of each volume by name. emptyDir, secret,
 // configMap, downwardAPI, projected (with service account tokens) and hostPath
-// are supported; their contents are written once, when the pod starts.
+// are supported; their contents are written when the pod starts, and
+// configMap and secret volumes are kept current after (podRunner.startVolumeRefresh).
 func materializeVolumes(ctx context.Context, ec envContext, src volumeSource, dir string) (map[string]string, error) {
 	pod := ec.pod
 	out := map[string]string{}
@@ -140,6 +145,12 @@ func keyFiles(data map[string][]byte, items []corev1.KeyToPath, def *int32, opti
 
 func secretFiles(ec envContext, src volumeSource, name string, items []corev1.KeyToPath, def *int32, opt *bool) (map[string]volumeFile, error) {
 	s, err := src.secret(ec.pod.Namespace, name)
+	return secretVolume(s, err, name, items, def, opt)
+}
+
+// secretVolume is the files of a secret volume from the result of reading
+// the Secret.
+func secretVolume(s *corev1.Secret, err error, name string, items []corev1.KeyToPath, def *int32, opt *bool) (map[string]volumeFile, error) {
 	if err != nil {
 		if optional(opt) {
 			return nil, nil
@@ -151,6 +162,12 @@ func secretFiles(ec envContext, src volumeSource, name string, items []corev1.Ke
 
 func configMapFiles(ec envContext, src volumeSource, name string, items []corev1.KeyToPath, def *int32, opt *bool) (map[string]volumeFile, error) {
 	cm, err := src.configMap(ec.pod.Namespace, name)
+	return configMapVolume(cm, err, name, items, def, opt)
+}
+
+// configMapVolume is the files of a configMap volume from the result of
+// reading the ConfigMap.
+func configMapVolume(cm *corev1.ConfigMap, err error, name string, items []corev1.KeyToPath, def *int32, opt *bool) (map[string]volumeFile, error) {
 	if err != nil {
 		if optional(opt) {
 			return nil, nil
@@ -165,6 +182,79 @@ func configMapFiles(ec envContext, src volumeSource, name string, items []corev1
 		data[k] = v
 	}
 	return keyFiles(data, items, def, optional(opt), "configmap "+name)
+}
+
+// refreshedFiles reads the object behind a configMap or secret volume again
+// and returns its files; ok is false when the volume is of another type or
+// its content cannot be known now (an API error other than NotFound, or a
+// missing key), in which case the files already written stay, as with kubelet.
+func refreshedFiles(ns string, src volumeSource, v corev1.Volume) (files map[string]volumeFile, ok bool) {
+	var err error
+	switch {
+	case v.ConfigMap != nil:
+		cm, getErr := src.configMap(ns, v.ConfigMap.Name)
+		if getErr != nil && !apierrors.IsNotFound(getErr) {
+			return nil, false
+		}
+		files, err = configMapVolume(cm, getErr, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.DefaultMode, v.ConfigMap.Optional)
+	case v.Secret != nil:
+		s, getErr := src.secret(ns, v.Secret.SecretName)
+		if getErr != nil && !apierrors.IsNotFound(getErr) {
+			return nil, false
+		}
+		files, err = secretVolume(s, getErr, v.Secret.SecretName, v.Secret.Items, v.Secret.DefaultMode, v.Secret.Optional)
+	default:
+		return nil, false
+	}
+	return files, err == nil
+}
+
+// syncVolume makes dir hold exactly files: a changed file is replaced by a
+// rename (a reader sees the old content or the new, never a partial write),
+// a file whose key is gone is removed. dir must exist: a pod being torn down
+// has none, and nothing is recreated.
+func syncVolume(dir string, files map[string]volumeFile) error {
+	if _, err := os.Stat(dir); err != nil {
+		return err
+	}
+	for name, f := range files {
+		p := filepath.Join(dir, name)
+		if cur, err := os.ReadFile(p); err == nil && bytes.Equal(cur, f.data) {
+			if st, err := os.Stat(p); err == nil && st.Mode().Perm() == f.mode.Perm() {
+				continue
+			}
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		tmp, err := os.CreateTemp(filepath.Dir(p), ".update-*")
+		if err != nil {
+			return err
+		}
+		_, werr := tmp.Write(f.data)
+		cerr := tmp.Close()
+		if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), f.mode)); err != nil {
+			os.Remove(tmp.Name())
+			return err
+		}
+		if err := os.Rename(tmp.Name(), p); err != nil {
+			os.Remove(tmp.Name())
+			return err
+		}
+	}
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		if _, keep := files[rel]; !keep {
+			return os.Remove(p)
+		}
+		return nil
+	})
 }
 
 func downwardFiles(ec envContext, items []corev1.DownwardAPIVolumeFile, def *int32) (map[string]volumeFile, error) {
