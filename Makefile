@@ -4,7 +4,7 @@ SHELL := /bin/bash
 
 .PHONY: help
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## compile every package and the controller
@@ -27,8 +27,12 @@ test-faults: ## the fault tests on the local stack (also part of make test)
 	E2E_RUN=TestFault hack/test-stack.sh
 
 .PHONY: test-serving
-test-serving: ## Knative Serving v0.50.0 on the stack: its API conformance suite and our Serving rollout test
+test-serving: ## Knative Serving v0.50.0 on the stack: its API conformance suite and our Serving rollout tests (sudden and gradual)
 	hack/test-serving.sh
+
+.PHONY: test-serving-e2e
+test-serving-e2e: ## Knative Serving's e2e suite (knative.dev/serving/test/e2e@v0.50.0, unmodified) on the stack with hitless, a row per test
+	hack/test-serving.sh --e2e
 
 .PHONY: run-serving
 run-serving: ## the stack, Knative Serving and the controller, a helloworld Knative Service and the curl that reaches it
@@ -73,6 +77,10 @@ bench-rollout: ## plain vs hitless swaps under load (SWAPS=100 RPS=200; used sta
 .PHONY: bench-scale
 bench-scale: ## N KIngresses to Ready, then 100 rollouts at once (KINGRESSES=1000; REPLICAS=3: three controller replicas)
 	hack/bench.sh scale -kingresses $${KINGRESSES:-1000}
+
+.PHONY: bench-scale-curve
+bench-scale-curve: ## bench-scale at 250, 500, 1,000 and 2,000 KIngresses in turn: the growth curve as a table + docs/scale.svg
+	hack/bench.sh scale -kingresses $${KINGRESSES:-250,500,1000,2000} -svg docs/scale.svg
 
 .PHONY: fuzz
 fuzz: ## fuzz the builders (FUZZTIME=1m by default)

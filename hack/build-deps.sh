@@ -9,8 +9,8 @@
 #   --demo     only what `make run` needs: no CoreDNS, of the test images only
 #              `runtime` (the demo's backend); `hack/stack.sh up` builds the rest
 #   --release  only ko and crane, for `make release` (hack/release.sh)
-#   --serving  also Knative Serving's five components, its test images and its
-#              API conformance suite (hack/tools/serving; ≈150 s cold)
+#   --serving  also Knative Serving's five components, its test images, its
+#              API conformance suite and its e2e suite (hack/tools/serving)
 #
 # Every module the build needs is fetched at the start, in the background, so
 # that the network time overlaps the first (longest) compile; the compiles run
@@ -61,11 +61,12 @@ now() { echo "${EPOCHREALTIME/,/.}"; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 
 # How long each step took when last built here ($STAMPS/NAME.took), else on
-# a cold 2-core machine (measured 2026-12-03, nothing else running, modules
-# fetched alongside): the estimate a progress line gives before the step has
-# ever run. coredns and test-images ran after the demo's steps had built.
-declare -A COLD_SECONDS=([kubernetes]=463 [contour]=141 [coredns]=176 [cni-plugins]=9 [envoy]=8
-  [test-images]=23 [test-images-demo]=83 [nodeagent]=98 [serving]=150 [ko]=83 [crane]=7)
+# a cold 2-core machine (measured 2026-12-04, nothing else running, modules
+# fetched alongside; coredns, test-images, serving, ko and crane on
+# 2026-12-03): the estimate a progress line gives before the step has ever
+# run. coredns and test-images ran after the demo's steps had built.
+declare -A COLD_SECONDS=([kubernetes]=413 [contour]=115 [coredns]=176 [cni-plugins]=7 [envoy]=6
+  [test-images]=23 [test-images-demo]=97 [nodeagent]=97 [serving]=150 [ko]=83 [crane]=7)
 STEP_NO=0 STEP_TOTAL=0 T_ALL=''
 took_before() { cat "$STAMPS/$1.took" 2>/dev/null || echo "${COLD_SECONDS[$1]:-?}"; }
 
@@ -255,7 +256,8 @@ build_test_images() {
 
 # ---- Knative Serving (hack/tools/serving, its own module) -------------------
 # $BIN/serving/cmd/<component>, $BIN/serving/images/<test image>,
-# $BIN/serving/conformance-api-v1.test; hack/stack.sh maps them to images.
+# $BIN/serving/conformance-api-v1.test and e2e.test; hack/stack.sh maps the
+# first two to images.
 SERVING_MOD=$REPO/hack/tools/serving
 build_serving() {
   local name pkgs=()
@@ -268,6 +270,7 @@ build_serving() {
   (cd "$SERVING_MOD" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/serving/images/" "${pkgs[@]}")
   (cd "$SERVING_MOD" && go test -c -tags=e2e -trimpath -o "$BIN/serving/conformance-api-v1.test" \
     knative.dev/serving/test/conformance/api/v1)
+  (cd "$SERVING_MOD" && go test -c -tags=e2e -trimpath -o "$BIN/serving/e2e.test" knative.dev/serving/test/e2e)
 }
 
 # ---- node agent (hack/nodeagent, its own module) ---------------------------
@@ -361,7 +364,7 @@ main() {
   fi
 
   if ((WITH_SERVING)); then
-    local outs=("$BIN/serving/conformance-api-v1.test")
+    local outs=("$BIN/serving/conformance-api-v1.test" "$BIN/serving/e2e.test")
     for t in "${SERVING_CMDS[@]}"; do outs+=("$BIN/serving/cmd/$t"); done
     for t in "${SERVING_TEST_IMAGES[@]}"; do outs+=("$BIN/serving/images/${t##*/}"); done
     step serving "$SERVING_VERSION/$(hash_files "$SERVING_MOD" .)/$GO_VERSION" "${outs[*]}" build_serving

@@ -2,7 +2,8 @@
 # The layers of `make test` that need the local stack: brings it up (or
 # reuses a running one), runs the controller on it, runs the integration
 # tests, Knative's ingress conformance suite and the release check (and, with --with-serving,
-# hack/test-serving.sh), and stops everything it started, whatever the outcome.
+# hack/test-serving.sh --all: Serving's conformance and e2e suites and our
+# Serving-level tests), and stops everything it started, whatever the outcome.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
@@ -33,5 +34,5 @@ fi
 if [ "${1:-}" = --with-serving ]; then
   # on the same stack; it removes Serving afterwards, the trap above the rest
   echo "--- Knative Serving on the stack (make test-serving)"
-  hack/test-serving.sh
+  hack/test-serving.sh --all
 fi

@@ -52,15 +52,7 @@ func setup(t *testing.T, prefix string) (context.Context, *harness.Clients, stri
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	t.Cleanup(cancel)
-	c, err := harness.NewClients()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, cleanup, err := c.CreateNamespace(ctx, prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
+	c, ns := harness.TestNamespace(ctx, t, prefix)
 	return ctx, c, ns
 }
 

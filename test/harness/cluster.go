@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"knative.dev/networking/pkg/apis/networking"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
@@ -34,6 +36,8 @@ type Clients struct {
 	Kube    kubernetes.Interface
 	Net     netclientset.Interface
 	Contour contourclientset.Interface
+	// Config is what they were built from, for other clients.
+	Config *rest.Config
 }
 
 // NewClients builds clients from $KUBECONFIG.
@@ -51,7 +55,24 @@ func NewClients() (*Clients, error) {
 		Kube:    kubernetes.NewForConfigOrDie(cfg),
 		Net:     netclientset.NewForConfigOrDie(cfg),
 		Contour: contourclientset.NewForConfigOrDie(cfg),
+		Config:  cfg,
 	}, nil
+}
+
+// TestNamespace gives a test clients and a namespace of its own, deleted
+// when the test ends.
+func TestNamespace(ctx context.Context, t testing.TB, prefix string) (*Clients, string) {
+	t.Helper()
+	c, err := NewClients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, cleanup, err := c.CreateNamespace(ctx, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cleanup)
+	return c, ns
 }
 
 // CreateNamespace makes a namespace; the returned func deletes it.

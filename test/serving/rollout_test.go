@@ -22,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hitless/hitless/test/harness"
 )
@@ -42,45 +41,17 @@ const (
 // is Ready, its old Revision must no longer answer (hitless's Ready is true).
 func TestServingRolloutDropsNothing(t *testing.T) {
 	ctx := context.Background()
-	c, err := harness.NewClients()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn := dynamic.NewForConfigOrDie(cfg)
-	ns, cleanup, err := c.CreateNamespace(ctx, "serving-rollout")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cleanup)
-	svcs := dyn.Resource(ksvcs).Namespace(ns)
+	st := newServingTest(ctx, t, "serving-rollout")
+	c, ns, svcs, domain := st.c, st.ns, st.svcs, st.domain
 
 	updates := harness.EnvInt("ROLLOUT_UPDATES", 20)
 	rps := harness.EnvInt("ROLLOUT_RPS", 100)
-	domain := os.Getenv("SERVING_DOMAIN")
-	if domain == "" {
-		domain = domainDefault
-	}
-	repo := os.Getenv("KO_DOCKER_REPO")
-	if repo == "" {
-		repo = "ko.local/serving-test"
-	}
 	const name = "roll"
-	if _, err := svcs.Create(ctx, knativeService(ns, name, repo+"/runtime", 0), metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create Knative Service %s/%s: %v", ns, name, err)
-	}
-	first := revisionName(name, 1)
-	if _, err := waitServiceReady(ctx, svcs, name, first, 3*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	first := st.create(ctx, t, knativeService(ns, name, st.image("runtime"), 0))
 
 	// Load on the public host through the external fleet and on the
 	// cluster-local host through the internal one, every Envoy pod.
-	targets := append(c.MustFleetTargets(ctx, t, "contour-external", fmt.Sprintf("%s.%s.%s", name, ns, domain)),
-		c.MustFleetTargets(ctx, t, "contour-internal", fmt.Sprintf("%s.%s.svc.cluster.local", name, ns))...)
+	targets := st.targets(ctx, t, name)
 	load, stop := startLoad(ctx, targets, rps, first)
 
 	// 1. ROLLOUT_UPDATES new Revisions, 100% to latest.
@@ -178,6 +149,55 @@ func TestServingRolloutDropsNothing(t *testing.T) {
 	if min := int(float64(rps) * 10); s.Requests < min {
 		t.Errorf("only %d requests during the rollouts, want at least %d (10 s of load)", s.Requests, min)
 	}
+}
+
+// servingTest is what each Serving-level test starts from: clients, a
+// namespace of its own (deleted when the test ends) and the dynamic client
+// of its Knative Services.
+type servingTest struct {
+	c      *harness.Clients
+	ns     string
+	svcs   dynamic.ResourceInterface
+	domain string // SERVING_DOMAIN, as hack/serving.sh sets it
+	repo   string // KO_DOCKER_REPO: where Serving's test images are named
+}
+
+func newServingTest(ctx context.Context, t *testing.T, prefix string) *servingTest {
+	t.Helper()
+	c, ns := harness.TestNamespace(ctx, t, prefix)
+	st := &servingTest{c: c, ns: ns, svcs: dynamic.NewForConfigOrDie(c.Config).Resource(ksvcs).Namespace(ns),
+		domain: os.Getenv("SERVING_DOMAIN"), repo: os.Getenv("KO_DOCKER_REPO")}
+	if st.domain == "" {
+		st.domain = domainDefault
+	}
+	if st.repo == "" {
+		st.repo = "ko.local/serving-test"
+	}
+	return st
+}
+
+// image is the reference of one of Serving's test images.
+func (st *servingTest) image(name string) string { return st.repo + "/" + name }
+
+// create creates the Knative Service and waits until its first Revision
+// serves, which it returns.
+func (st *servingTest) create(ctx context.Context, t *testing.T, ksvc *unstructured.Unstructured) string {
+	t.Helper()
+	if _, err := st.svcs.Create(ctx, ksvc, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Knative Service %s/%s: %v", st.ns, ksvc.GetName(), err)
+	}
+	first := revisionName(ksvc.GetName(), 1)
+	if _, err := waitServiceReady(ctx, st.svcs, ksvc.GetName(), first, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return first
+}
+
+// targets are every Envoy pod of the external fleet for the Knative
+// Service's public host and of the internal fleet for its cluster-local one.
+func (st *servingTest) targets(ctx context.Context, t *testing.T, name string) []harness.Target {
+	return append(st.c.MustFleetTargets(ctx, t, "contour-external", fmt.Sprintf("%s.%s.%s", name, st.ns, st.domain)),
+		st.c.MustFleetTargets(ctx, t, "contour-internal", fmt.Sprintf("%s.%s.svc.cluster.local", name, st.ns))...)
 }
 
 // knativeService is a Knative Service of Serving's runtime test image with

@@ -9,4 +9,7 @@ import (
 	_ "knative.dev/serving/cmd/controller"
 	_ "knative.dev/serving/cmd/queue"
 	_ "knative.dev/serving/cmd/webhook"
+	// the e2e suite's helpers (its tests are built with go test -c -tags=e2e):
+	// importing them here keeps their modules in go.sum
+	_ "knative.dev/serving/test/e2e"
 )
