@@ -1,3 +1,6 @@
+// The node agent of the local stack. hack/tools/kube/go.mod pins the modules
+// both build (golang.org/x/*, protobuf, OpenTelemetry, klog, ...) at the
+// versions here so that a cold build compiles them once: raise them together.
 module github.com/hitless/hitless/hack/nodeagent
 
 go 1.26.0
