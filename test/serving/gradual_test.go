@@ -11,7 +11,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/hitless/hitless/test/harness"
@@ -103,21 +102,14 @@ func kingressGeneration(ctx context.Context, t *testing.T, c *harness.Clients, n
 // waitAllTrafficOn waits until the Knative Service is Ready at its newest
 // generation and its status sends all traffic to rev alone.
 func waitAllTrafficOn(ctx context.Context, svcs dynamic.ResourceInterface, name, rev string, timeout time.Duration) error {
-	var last *unstructured.Unstructured
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		u, err := svcs.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		last = u
-		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	last, err := pollService(ctx, svcs, name, 100*time.Millisecond, timeout, func(u *unstructured.Unstructured) bool {
 		traffic, _, _ := unstructured.NestedSlice(u.Object, "status", "traffic")
-		if observed != u.GetGeneration() || !conditionTrue(u, "Ready") || len(traffic) != 1 {
-			return false, nil
+		if len(traffic) != 1 {
+			return false
 		}
 		tt, _ := traffic[0].(map[string]any)
 		pct, _, _ := unstructured.NestedInt64(tt, "percent")
-		return tt["revisionName"] == rev && pct == 100, nil
+		return tt["revisionName"] == rev && pct == 100
 	})
 	if err != nil {
 		var traffic []any

@@ -249,21 +249,30 @@ func updateService(ctx context.Context, svcs dynamic.ResourceInterface, name str
 // waitServiceReady waits until the Knative Service is Ready at its newest
 // generation with rev as its latest ready Revision.
 func waitServiceReady(ctx context.Context, svcs dynamic.ResourceInterface, name, rev string, timeout time.Duration) (*unstructured.Unstructured, error) {
+	last, err := pollService(ctx, svcs, name, 50*time.Millisecond, timeout, func(u *unstructured.Unstructured) bool {
+		latest, _, _ := unstructured.NestedString(u.Object, "status", "latestReadyRevisionName")
+		return latest == rev
+	})
+	if err != nil {
+		return last, fmt.Errorf("Knative Service %s not Ready with Revision %s within %v: %v", name, rev, timeout, conditions(last))
+	}
+	return last, nil
+}
+
+// pollService gets the Knative Service every interval until it is Ready at
+// its newest generation and done says so, and returns the last one it got.
+func pollService(ctx context.Context, svcs dynamic.ResourceInterface, name string, interval, timeout time.Duration, done func(*unstructured.Unstructured) bool) (*unstructured.Unstructured, error) {
 	var last *unstructured.Unstructured
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, interval, timeout, true, func(ctx context.Context) (bool, error) {
 		u, err := svcs.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
 		last = u
 		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
-		latest, _, _ := unstructured.NestedString(u.Object, "status", "latestReadyRevisionName")
-		return observed == u.GetGeneration() && latest == rev && conditionTrue(u, "Ready"), nil
+		return observed == u.GetGeneration() && conditionTrue(u, "Ready") && done(u), nil
 	})
-	if err != nil {
-		return last, fmt.Errorf("Knative Service %s not Ready with Revision %s within %v: %v", name, rev, timeout, conditions(last))
-	}
-	return last, nil
+	return last, err
 }
 
 func conditionTrue(u *unstructured.Unstructured, typ string) bool {

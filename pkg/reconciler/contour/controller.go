@@ -102,6 +102,11 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		store.WatchConfigs(cmw)
 		return controller.Options{ConfigStore: store, PromoteFilterFunc: classFilter(class)}
 	})
+	retry, err := newUnavailableRetry(impl.Reconciler)
+	if err != nil {
+		logger.Fatalw("Cannot wrap the KIngress reconciler", "error", err)
+	}
+	impl.Reconciler = retry
 	r.enqueueAfter = impl.EnqueueAfter
 	r.tracker = impl.Tracker
 
