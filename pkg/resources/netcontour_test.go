@@ -1,10 +1,14 @@
 package resources
 
 import (
+	"context"
+	"crypto/sha1" //nolint:gosec // net-contour's label, not security
+	"fmt"
 	"testing"
 
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
 )
@@ -58,6 +62,80 @@ func TestIsNetContourEndpointProbe(t *testing.T) {
 	for _, tt := range tests {
 		if got := IsNetContourEndpointProbe(&netv1alpha1.Ingress{ObjectMeta: tt.meta}); got != tt.want {
 			t.Errorf("%s: IsNetContourEndpointProbe = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestNetContourFindsServingProxies replays how upstream net-contour finds
+// the proxy of a host when it starts on a cluster hitless served
+// (knative-extensions/net-contour, pkg/reconciler/contour/contour.go, read,
+// not run: the module proxy refuses every version of it): it lists proxies
+// by its parent, domain-hash and class labels and updates the first match,
+// and skips its endpoint probe when one carries the KIngress's generation.
+// Each (class, host) net-contour serves must find exactly hitless's serving
+// proxy of that host, or net-contour would create a second one (Contour
+// invalidates both) or fail on the existing name.
+func TestNetContourFindsServingProxies(t *testing.T) {
+	ing := kingress(func(ing *netv1alpha1.Ingress) {
+		ing.Spec.Rules = append(ing.Spec.Rules, netv1alpha1.IngressRule{
+			Hosts:      []string{"hello.ns.svc.cluster.local"},
+			Visibility: netv1alpha1.IngressVisibilityClusterLocal,
+			HTTP:       ing.Spec.Rules[0].HTTP.DeepCopy(),
+		})
+	})
+	got, err := MakeServing(context.Background(), ing, resolverOf(svc("blue")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What net-contour serves for this KIngress: the external host on the
+	// external class, the cluster-local host expanded on the internal one.
+	want := map[string]string{
+		"hello.example.com":          "contour-external",
+		"hello.ns":                   "contour-internal",
+		"hello.ns.svc":               "contour-internal",
+		"hello.ns.svc.cluster.local": "contour-internal",
+	}
+	proxies := got.Proxies
+	if len(proxies) != len(want) {
+		t.Fatalf("%d serving proxies, want %d", len(proxies), len(want))
+	}
+	for host, class := range want {
+		selector := labels.SelectorFromSet(labels.Set{
+			"contour.networking.knative.dev/parent":     ing.Name,
+			"contour.networking.knative.dev/domainHash": fmt.Sprintf("%x", sha1.Sum([]byte(host))),
+			"projectcontour.io/ingress.class":           class,
+		})
+		var found []*contourv1.HTTPProxy
+		for _, p := range proxies {
+			if selector.Matches(labels.Set(p.Labels)) {
+				found = append(found, p)
+			}
+		}
+		if len(found) != 1 {
+			t.Errorf("net-contour's selector %s finds %d proxies, want 1", selector, len(found))
+			continue
+		}
+		if p := found[0]; p.Spec.VirtualHost.Fqdn != host || p.Spec.IngressClassName != class {
+			t.Errorf("net-contour's selector for %s on %s finds the proxy of %s on %s", host, class, p.Spec.VirtualHost.Fqdn, p.Spec.IngressClassName)
+		}
+	}
+	current := labels.SelectorFromSet(labels.Set{
+		"contour.networking.knative.dev/parent":     ing.Name,
+		"contour.networking.knative.dev/generation": "3",
+	})
+	for _, p := range proxies {
+		if !current.Matches(labels.Set(p.Labels)) {
+			t.Errorf("proxy of %s does not match %s: net-contour would run its endpoint probe before taking it over", p.Spec.VirtualHost.Fqdn, current)
+		}
+	}
+
+	warm, err := MakeWarm(context.Background(), ing, got.Backends, got.Backends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range warm.Proxies {
+		if _, ok := p.Labels["contour.networking.knative.dev/parent"]; ok {
+			t.Errorf("warm proxy %s carries net-contour's parent label: net-contour would count it as one of its own", p.Name)
 		}
 	}
 }

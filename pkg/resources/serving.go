@@ -84,6 +84,7 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 			},
 		}
 		p.Annotations[AnnotationGeneration] = strconv.FormatInt(ing.Generation, 10)
+		setNetContourLabels(p.Labels, ing, k.class, k.host)
 		out.Proxies = append(out.Proxies, p)
 		// Read back off the proxy, as observed proxies are, so that a
 		// backend served now and the same one desired compare equal.

@@ -2,7 +2,9 @@ package resources
 
 import (
 	"context"
+	"crypto/sha1" //nolint:gosec // net-contour's label, not security
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"knative.dev/networking/pkg/apis/networking"
 	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
@@ -85,7 +88,12 @@ func meta(ing *netv1alpha1.Ingress, class, host string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Namespace: ns,
 		Name:      names.ServingProxy(ing.Name, class, host),
-		Labels:    map[string]string{LabelIngress: ing.Name, LabelRole: RoleServing},
+		Labels: map[string]string{LabelIngress: ing.Name, LabelRole: RoleServing,
+			"contour.networking.knative.dev/parent":     ing.Name,
+			"contour.networking.knative.dev/generation": "3",
+			"contour.networking.knative.dev/domainHash": fmt.Sprintf("%x", sha1.Sum([]byte(host))),
+			"projectcontour.io/ingress.class":           class,
+		},
 		Annotations: map[string]string{
 			AnnotationHash:       "",
 			AnnotationGeneration: "3",
@@ -508,8 +516,10 @@ func TestProxyNamesAreValidForAnyKIngressName(t *testing.T) {
 			if len(p.Name) > 63 {
 				t.Errorf("name %q of KIngress %q is %d characters", p.Name, name, len(p.Name))
 			}
-			if v := p.Labels[LabelIngress]; len(v) > 63 {
-				t.Errorf("label %q of KIngress %q is %d characters", v, name, len(v))
+			for k, v := range p.Labels {
+				if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+					t.Errorf("label %s=%q of KIngress %q: %v", k, v, name, errs)
+				}
 			}
 		}
 	}

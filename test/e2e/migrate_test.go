@@ -192,9 +192,8 @@ func servedEverywhere(ctx context.Context, t *testing.T, targets []harness.Targe
 	}
 }
 
-// takenOver waits until hitless serves the KIngress alone: Ready, every
-// proxy it controls carries hitless's role and is valid, and no proxy of
-// net-contour's names it as parent.
+// takenOver waits until hitless serves the KIngress alone: Ready, and every
+// proxy it controls carries hitless's role, the serving ones valid.
 func takenOver(ctx context.Context, c *harness.Clients, ns, name string) error {
 	var last string
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -211,8 +210,11 @@ func takenOver(ctx context.Context, c *harness.Clients, ns, name string) error {
 			if !metav1.IsControlledBy(&p, ing) {
 				continue
 			}
-			if _, ok := p.Labels[resources.NetContourParentLabel]; ok {
-				last = "net-contour's proxy " + p.Name + " still labelled"
+			// hitless's serving proxies carry net-contour's labels too
+			// (the way back); a proxy without hitless's role is one of
+			// net-contour's not taken over yet.
+			if p.Labels[resources.LabelRole] == "" {
+				last = "net-contour's proxy " + p.Name + " not taken over"
 				return false, nil
 			}
 			if p.Labels[resources.LabelRole] == resources.RoleServing {

@@ -151,7 +151,7 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 		if err != nil {
 			return r.badInputOr(ing, err)
 		}
-		changed, err := r.applyAll(ctx, ing, warm.Proxies, obs.Warm)
+		changed, _, err := r.applyAll(ctx, ing, warm.Proxies, obs.Warm)
 		if err != nil {
 			return err
 		}
@@ -168,11 +168,11 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 		}
 	}
 
-	changed, err := r.applyAll(ctx, ing, desired.Proxies, obs.Serving)
+	changed, routed, err := r.applyAll(ctx, ing, desired.Proxies, obs.Serving)
 	if err != nil {
 		return err
 	}
-	wrote := changed > 0
+	wrote := routed > 0
 	if wrote {
 		// The warm round served its purpose; its prober state would
 		// otherwise stay in memory until the KIngress is deleted.
@@ -184,8 +184,10 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 		}
 		wrote = true
 	}
-	if wrote {
+	if changed > 0 {
 		r.metrics.proxiesWritten(ctx, resources.RoleServing, changed)
+	}
+	if wrote {
 		controller.GetEventRecorder(ctx).Eventf(ing, corev1.EventTypeNormal, ReasonSwitching,
 			"Serving proxies switched to generation %d", ing.Generation)
 	}
@@ -421,13 +423,17 @@ func (r *Reconciler) deleteProxy(ctx context.Context, p *contourv1.HTTPProxy, wh
 }
 
 // applyAll creates or updates each desired proxy, copying only what we own
-// onto a copy of what exists. It returns how many it wrote.
-func (r *Reconciler) applyAll(ctx context.Context, ing *v1alpha1.Ingress, desired, existing []*contourv1.HTTPProxy) (int, error) {
+// onto a copy of what exists. It returns how many it wrote, and how many of
+// those writes change what Envoy serves: a create, or an update of the spec
+// or of the Contour class. An update of labels and annotations alone (the
+// generation, net-contour's labels added to proxies an older hitless wrote)
+// routes nothing differently, so it needs no probe round and does not
+// make a Ready KIngress NotReady for one.
+func (r *Reconciler) applyAll(ctx context.Context, ing *v1alpha1.Ingress, desired, existing []*contourv1.HTTPProxy) (written, routed int, err error) {
 	byName := make(map[string]*contourv1.HTTPProxy, len(existing))
 	for _, p := range existing {
 		byName[p.Name] = p
 	}
-	written := 0
 	for _, want := range desired {
 		have, ok := byName[want.Name]
 		if !ok {
@@ -435,15 +441,16 @@ func (r *Reconciler) applyAll(ctx context.Context, ing *v1alpha1.Ingress, desire
 			switch {
 			case apierrs.IsNotFound(err):
 				if _, err := r.contourClient.ProjectcontourV1().HTTPProxies(want.Namespace).Create(ctx, want, metav1.CreateOptions{}); err != nil {
-					return written, fmt.Errorf("failed to create HTTPProxy %s/%s: %w", want.Namespace, want.Name, err)
+					return written, routed, fmt.Errorf("failed to create HTTPProxy %s/%s: %w", want.Namespace, want.Name, err)
 				}
 				written++
+				routed++
 				continue
 			case err != nil:
-				return written, fmt.Errorf("failed to get HTTPProxy %s/%s: %w", want.Namespace, want.Name, err)
+				return written, routed, fmt.Errorf("failed to get HTTPProxy %s/%s: %w", want.Namespace, want.Name, err)
 			case !metav1.IsControlledBy(got, ing):
 				ing.Status.MarkResourceNotOwned("HTTPProxy", want.Name)
-				return written, fmt.Errorf("HTTPProxy %s/%s exists and is not controlled by the KIngress", want.Namespace, want.Name)
+				return written, routed, fmt.Errorf("HTTPProxy %s/%s exists and is not controlled by the KIngress", want.Namespace, want.Name)
 			}
 			have = got
 		}
@@ -457,11 +464,14 @@ func (r *Reconciler) applyAll(ctx context.Context, ing *v1alpha1.Ingress, desire
 		upd.Labels = want.Labels
 		upd.Annotations = want.Annotations
 		if _, err := r.contourClient.ProjectcontourV1().HTTPProxies(upd.Namespace).Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
-			return written, fmt.Errorf("failed to update HTTPProxy %s/%s: %w", upd.Namespace, upd.Name, err)
+			return written, routed, fmt.Errorf("failed to update HTTPProxy %s/%s: %w", upd.Namespace, upd.Name, err)
 		}
 		written++
+		if !equality.Semantic.DeepEqual(have.Spec, want.Spec) || resources.ProxyClass(have) != resources.ProxyClass(want) {
+			routed++
+		}
 	}
-	return written, nil
+	return written, routed, nil
 }
 
 // current returns the proxies as the lister has them now, for the names

@@ -162,6 +162,14 @@ func TestReconcile(t *testing.T) {
 			ing("green", withStatus(ready)), service("green"),
 		}),
 	}, {
+		Name: "proxies an older hitless wrote without net-contour's labels get them in one update: no probe, still Ready",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies([]*contourv1.HTTPProxy{withoutNetContourLabels(greenServing.Proxies[0])}), []runtime.Object{
+			ing("green", withStatus(ready)), service("green"),
+		}),
+		OtherTestData: map[string]interface{}{proberKey: &fakeProber{}},
+		WantUpdates:   []clientgotesting.UpdateActionImpl{update(greenServing.Proxies[0])},
+	}, {
 		Name: "a KIngress of another class is left untouched",
 		Key:  "default/hello",
 		Objects: objs(pods, []runtime.Object{
@@ -482,4 +490,15 @@ func TestDescribeWaiting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withoutNetContourLabels is a serving proxy as hitless wrote it before it
+// put net-contour's labels on them too.
+func withoutNetContourLabels(p *contourv1.HTTPProxy) *contourv1.HTTPProxy {
+	p = p.DeepCopy()
+	for _, k := range []string{resources.NetContourParentLabel, resources.NetContourGenerationLabel,
+		resources.NetContourDomainHashLabel, resources.ContourClassAnnotation} {
+		delete(p.Labels, k)
+	}
+	return p
 }
