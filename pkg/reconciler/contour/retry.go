@@ -20,7 +20,7 @@ import (
 // unavailableRetryMax. Knative's controllers back off per key up to 1,000 s
 // whatever the error, so a rollout whose reconciles failed all through an
 // API server restart then waited out the back-off it had built up, not the
-// outage: 42 s for a 10 s outage in TestFaultAPIServerDownMidRollout, during
+// outage: 38-42 s for a 10 s outage in TestFaultAPIServerDownMidRollout, during
 // which the new backend stays warm and the old one held, but the switch
 // waits. An unreachable API server costs nothing to ask again; errors it
 // answers with (forbidden, invalid) keep Knative's back-off.
