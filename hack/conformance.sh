@@ -79,12 +79,8 @@ export KUBECONFIG
 # default ServiceAccount, and the suite does not retry that refusal: every
 # test of a copy started right after the namespace was created failed with
 # "serviceaccount default not found".
-for _ in $(seq 1 600); do
-  "$kubectl" get serviceaccount default -n serving-tests >/dev/null 2>&1 && break
-  sleep 0.1
-done
-"$kubectl" get serviceaccount default -n serving-tests >/dev/null ||
-  { echo "namespace serving-tests has no default ServiceAccount after 60 s" >&2; exit 1; }
+"$kubectl" wait -n serving-tests --for=create serviceaccount/default --timeout=60s >/dev/null ||
+  { echo "namespace serving-tests has no default ServiceAccount after 60 s (is kube-controller-manager running?)" >&2; exit 1; }
 
 bin=$state/bin/conformance.test
 go test -c -tags=e2e -o "$bin" ./test/conformance
