@@ -30,6 +30,8 @@ if [ -z "${E2E_RUN:-}" ]; then
   echo "--- make release, and its manifests and controller image on the stack"
   hack/release.sh
   hack/release.sh check
+  echo "--- make release from a checkout whose path has capitals and a space"
+  hack/release.sh any-path
 fi
 if [ "${1:-}" = --with-serving ]; then
   # on the same stack; it removes Serving afterwards, the trap above the rest
