@@ -5,7 +5,9 @@
 // confirms a URL when the probe route answers 200 with the expected
 // K-Network-Hash; 404 and 503 (no route yet, no endpoints yet) and a wrong
 // hash are retried; any other answer abandons the URL, as Knative does, so
-// a backend that is not Knative's cannot hold a rollout forever. What is
+// a backend that is not Knative's cannot hold a rollout forever. One
+// exception: 401 and 403, an authorization server refusing the probe before
+// Envoy routes it, are retried too, never taken for served. What is
 // ours is how it gets there: kept-alive connections per Envoy pod shared by
 // every KIngress, a bounded number of probes in flight per pod (a slow pod
 // never takes the others' turns), a short jittered back-off with a cap, and
@@ -599,6 +601,14 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 			return "old hash", errNotYet
 		}
 	case http.StatusNotFound, http.StatusServiceUnavailable:
+		return strconv.Itoa(resp.StatusCode), errNotYet
+	case http.StatusUnauthorized, http.StatusForbidden:
+		// An authorization server in front of the host refused the probe:
+		// Envoy answered before routing, which proves nothing about the
+		// route or its backend. Unlike Knative's prober, this is no
+		// reason to give up on the URL and call it served; it waits, and
+		// the condition shows the code, until the server lets probes
+		// (K-Network-Probe: probe) through.
 		return strconv.Itoa(resp.StatusCode), errNotYet
 	default:
 		p.logger.Infow("Probe abandoned on an unexpected status", "key", c.round.key.String(), "url", c.url.String(), "pod", c.ip, "status", resp.StatusCode)

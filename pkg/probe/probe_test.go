@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -346,6 +347,24 @@ func TestAbandonedAnswersConfirm(t *testing.T) {
 			a, c, p := onePod(t)
 			a.serve("hello.example.com", tc.status, tc.hash)
 			p.IsReady(context.Background(), kingress("hello", "hello.example.com"))
+			c.await(t, "default/hello")
+		})
+	}
+}
+
+func TestAuthorizationRefusalsAreNeverServed(t *testing.T) {
+	// An authorization server answering for the host (Envoy's ext_authz,
+	// before any route is taken) proves nothing: wait, show the code, and
+	// confirm once the probe gets through to the route.
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			a, c, p := onePod(t)
+			ing := kingress("hello", "hello.example.com")
+			a.serve("hello.example.com", status, "")
+			p.IsReady(context.Background(), ing)
+			awaitProgress(t, p, ing, "the refusal shown", laggardSays(strconv.Itoa(status)))
+			c.none(t, 100*time.Millisecond)
+			a.serve("hello.example.com", http.StatusOK, hashOf(t, ing))
 			c.await(t, "default/hello")
 		})
 	}

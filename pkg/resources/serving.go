@@ -59,6 +59,10 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 	if err != nil {
 		return nil, err
 	}
+	auth, err := authorizationOf(ing)
+	if err != nil {
+		return nil, err
+	}
 
 	out := &Serving{Backends: ClassBackends{}, Hash: hash}
 	for _, k := range keys {
@@ -67,7 +71,10 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 		if err != nil {
 			return nil, err
 		}
-		routes, err := makeRoutes(ing, cfg, v.paths, tls != nil, hash, resolve)
+		if auth != nil && tls == nil {
+			return nil, authorizationNeedsTLS(ing, k.host)
+		}
+		routes, err := makeRoutes(ing, cfg, v.paths, tls != nil, auth != nil, hash, resolve)
 		if err != nil {
 			return nil, err
 		}
@@ -76,9 +83,10 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 			Spec: contourv1.HTTPProxySpec{
 				IngressClassName: k.class,
 				VirtualHost: &contourv1.VirtualHost{
-					Fqdn:       k.host,
-					TLS:        tls,
-					CORSPolicy: cfg.CORSPolicy.DeepCopy(),
+					Fqdn:          k.host,
+					TLS:           tls,
+					CORSPolicy:    cfg.CORSPolicy.DeepCopy(),
+					Authorization: auth.DeepCopy(),
 				},
 				Routes: routes,
 			},
@@ -161,6 +169,10 @@ type ProbeTarget struct {
 	// TLS tells that the host terminates TLS too: Envoy routes its HTTPS
 	// requests through a route table of their own, which must be probed.
 	TLS bool
+	// SecureOnly tells that the host is served over HTTPS only (it is
+	// behind an authorization server, see makeRoutes): its plain HTTP
+	// answer is a redirect, which proves nothing, so only HTTPS is probed.
+	SecureOnly bool
 }
 
 // ProbeTargets lists what to probe to confirm a KIngress is served at its
@@ -173,14 +185,21 @@ func ProbeTargets(ctx context.Context, ing *netv1alpha1.Ingress) ([]ProbeTarget,
 	if err != nil {
 		return nil, err
 	}
+	auth, err := authorizationOf(ing)
+	if err != nil {
+		return nil, err
+	}
 	var out []ProbeTarget
 	for _, k := range keys {
 		tls, err := tlsFor(ing, cfg, k.host, vhosts[k].visibility)
 		if err != nil {
 			return nil, err
 		}
+		if auth != nil && tls == nil {
+			return nil, authorizationNeedsTLS(ing, k.host)
+		}
 		for _, prefix := range prefixesOf(vhosts[k].paths) {
-			out = append(out, ProbeTarget{Class: k.class, Host: k.host, Path: prefix, TLS: tls != nil})
+			out = append(out, ProbeTarget{Class: k.class, Host: k.host, Path: prefix, TLS: tls != nil, SecureOnly: auth != nil})
 		}
 	}
 	return out, nil
@@ -241,13 +260,17 @@ func secretRef(proxyNS, ns, name string) string {
 // makeRoutes turns the paths of one host into Contour routes. tls tells
 // whether the virtual host terminates TLS, which is when httpOption decides
 // between serving plain HTTP (Enabled) and redirecting it (Redirected).
+// authorized tells that the host is behind an authorization server: Contour
+// authorizes only what reaches the HTTPS listener, so no route of it, probe
+// routes included, is served over plain HTTP whatever httpOption says
+// (net-contour serves them there unauthorized under Enabled: failing open).
 //
 // After the user's routes come the probe routes: one per distinct prefix,
 // matching the networking prober's `K-Network-Hash: override` and setting
 // the KIngress hash, which Knative backends echo. Unlike ingress.InsertProbe
 // they drop the path's own header matches, which a probe cannot carry: that
 // keeps every prefix probeable.
-func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alpha1.HTTPIngressPath, tls bool, hash string, resolve Resolver) ([]contourv1.Route, error) {
+func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alpha1.HTTPIngressPath, tls, authorized bool, hash string, resolve Resolver) ([]contourv1.Route, error) {
 	var routes []contourv1.Route
 	seen := sets.New[string]()
 	all := make([]netv1alpha1.HTTPIngressPath, 0, 2*len(paths))
@@ -293,8 +316,9 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 			},
 			RequestHeadersPolicy: headersPolicy(p.AppendHeaders, p.RewriteHost),
 			// Probes go over plain HTTP whatever httpOption says, so that a
-			// redirect never passes for a ready route.
-			PermitInsecure: tls && (probe || ing.Spec.HTTPOption != netv1alpha1.HTTPOptionRedirected),
+			// redirect never passes for a ready route; an authorized host is
+			// probed over HTTPS alone.
+			PermitInsecure: tls && !authorized && (probe || ing.Spec.HTTPOption != netv1alpha1.HTTPOptionRedirected),
 		}
 		routes = append(routes, route)
 	}

@@ -289,6 +289,40 @@ func TestMakeServing(t *testing.T) {
 		},
 		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
 	}, {
+		name: "extension-service annotations put the host behind the authorization server, and every route, probes too, behind HTTPS",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Annotations[AnnotationExtensionService] = "authz"
+			ing.Annotations[AnnotationExtensionServiceNamespace] = "auth-system"
+			ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert", SecretNamespace: ns}}
+			// Enabled would serve plain HTTP, which Contour never authorizes.
+			ing.Spec.HTTPOption = netv1alpha1.HTTPOptionEnabled
+		}),
+		svcs: []*corev1.Service{svc("blue")},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			m := meta(ing, "contour-external", "hello.example.com")
+			m.Annotations[AnnotationHash] = hash
+			return []*contourv1.HTTPProxy{{
+				ObjectMeta: m,
+				Spec: contourv1.HTTPProxySpec{
+					IngressClassName: "contour-external",
+					VirtualHost: &contourv1.VirtualHost{
+						Fqdn: "hello.example.com",
+						TLS:  &contourv1.TLS{SecretName: "cert"},
+						Authorization: &contourv1.AuthorizationServer{ExtensionServiceRef: contourv1.ExtensionServiceReference{
+							Namespace: "auth-system", Name: "authz",
+						}},
+					},
+					Routes: []contourv1.Route{{
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/"}},
+						Services:         []contourv1.Service{blue},
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+					}, probeRoute("/", hash, blue)},
+				},
+			}}
+		},
+		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
+	}, {
 		name: "default-tls-secret, timeouts and CORS come from config-contour; httpOption Enabled serves plain HTTP too",
 		ing: kingress(func(ing *netv1alpha1.Ingress) {
 			ing.Spec.HTTPOption = netv1alpha1.HTTPOptionEnabled
@@ -444,6 +478,21 @@ func TestMakeServingBadInput(t *testing.T) {
 		}),
 		svcs:   []*corev1.Service{svc("blue")},
 		reason: "InvalidTLS",
+	}, {
+		name: "authorization asked for a host without TLS is refused, not served open",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Annotations[AnnotationExtensionService] = "authz"
+		}),
+		svcs:   []*corev1.Service{svc("blue")},
+		reason: "AuthorizationWithoutTLS",
+	}, {
+		name: "an empty extension-service annotation is refused, not served open",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Annotations[AnnotationExtensionService] = ""
+			ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert"}}
+		}),
+		svcs:   []*corev1.Service{svc("blue")},
+		reason: "InvalidAuthorization",
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -502,6 +551,20 @@ func TestProbeTargets(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ProbeTargets (-want, +got):\n%s", diff)
+	}
+
+	// Behind an authorization server every host is served over HTTPS only.
+	authorized := kingress(func(ing *netv1alpha1.Ingress) {
+		ing.Annotations[AnnotationExtensionService] = "authz"
+		ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert"}}
+	})
+	got, err = ProbeTargets(context.Background(), authorized)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []ProbeTarget{{Class: "contour-external", Host: "hello.example.com", Path: "/", TLS: true, SecureOnly: true}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ProbeTargets of an authorized KIngress (-want, +got):\n%s", diff)
 	}
 }
 

@@ -119,9 +119,14 @@ func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probe ClassBa
 			}
 			p.Spec.Routes = append(p.Spec.Routes, contourv1.Route{
 				// Only probes match: the warm host is no way in for users.
+				// It has no TLS, so no authorization server either; asking
+				// for K-Network-Probe too means whatever reaches a Knative
+				// backend this way is answered by its probe handler
+				// (activator, queue-proxy), never by the user's container.
 				Conditions: []contourv1.MatchCondition{
 					{Prefix: names.BackendPath(b.Key())},
 					{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}},
+					{Header: &contourv1.HeaderMatchCondition{Name: header.ProbeKey, Exact: header.ProbeValue}},
 				},
 				Services:             []contourv1.Service{svc},
 				PermitInsecure:       true,
@@ -149,8 +154,10 @@ func WarmProbeTargets(ctx context.Context, synthetic *netv1alpha1.Ingress) ([]Pr
 	out := all[:0]
 	for _, t := range all {
 		if want[t.Host+t.Path] {
-			// Warm proxies are plain HTTP only (MakeWarm gives them no TLS).
+			// Warm proxies are plain HTTP only (MakeWarm gives them no TLS,
+			// nor authorization).
 			t.TLS = false
+			t.SecureOnly = false
 			out = append(out, t)
 		}
 	}

@@ -38,6 +38,7 @@ func TestMakeWarm(t *testing.T) {
 			Conditions: []contourv1.MatchCondition{
 				{Prefix: names.BackendPath(b.Key())},
 				{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}},
+				{Header: &contourv1.HeaderMatchCondition{Name: header.ProbeKey, Exact: header.ProbeValue}},
 			},
 			Services:             []contourv1.Service{s},
 			PermitInsecure:       true,

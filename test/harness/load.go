@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,8 +16,13 @@ import (
 
 // Target is one Envoy pod and the host to ask it for.
 type Target struct {
-	Addr string // ip:port of the Envoy pod's HTTP listener
+	Addr string // ip:port of the Envoy pod's HTTP (or, with TLS, HTTPS) listener
 	Host string
+	// TLS sends HTTPS with the host as SNI (the certificate is not
+	// checked: tests make their own).
+	TLS bool
+	// Header is set on every request (an Authorization token, say).
+	Header map[string]string
 }
 
 // Result is one request of the load.
@@ -66,14 +72,20 @@ func (l *Load) Run(ctx context.Context) {
 	clients := make([]*http.Client, len(l.Targets))
 	for i, t := range l.Targets {
 		addr := t.Addr
-		clients[i] = &http.Client{
-			Timeout: 10 * time.Second,
-			Transport: &http.Transport{
-				MaxIdleConnsPerHost: 16,
-				DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-					return (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, network, addr)
-				},
+		transport := &http.Transport{
+			MaxIdleConnsPerHost: 16,
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, network, addr)
 			},
+		}
+		if t.TLS {
+			transport.TLSClientConfig = &tls.Config{ServerName: t.Host, InsecureSkipVerify: true} //nolint:gosec // the test's own certificate
+		}
+		clients[i] = &http.Client{
+			Timeout:   10 * time.Second,
+			Transport: transport,
+			// A redirect is an answer to count, not to follow.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	}
 	interval := time.Second / time.Duration(l.RPS)
@@ -103,12 +115,19 @@ func (l *Load) Run(ctx context.Context) {
 func (l *Load) one(c *http.Client, t Target) Result {
 	r := Result{Start: time.Now()}
 	defer func() { r.End = time.Now() }()
-	req, err := http.NewRequest(http.MethodGet, "http://"+t.Host+"/", nil)
+	scheme := "http"
+	if t.TLS {
+		scheme = "https"
+	}
+	req, err := http.NewRequest(http.MethodGet, scheme+"://"+t.Host+"/", nil)
 	if err != nil {
 		r.Err = err.Error()
 		return r
 	}
 	req.Header.Set("User-Agent", LoadUserAgent)
+	for k, v := range t.Header {
+		req.Header.Set(k, v)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		r.Err = err.Error()

@@ -563,14 +563,15 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 			longest = fp.Waiting[0].For
 		}
 	}
-	if longest >= progressRefresh {
-		// A rollout that waits this long has a laggard worth naming with
-		// its current wait: look again when the wait the message shows
-		// moves to its next step. Shorter waits are left to the events
-		// that end them, so a bulk rollout writes no extra status.
-		_, next := waitStep(longest)
-		r.enqueueAfter(ing, next-longest)
-	}
+	// A rollout that waits has a laggard worth naming with its current
+	// wait and last answer once it waits progressRefresh: look again when
+	// the wait the message shows moves to its next step. Nothing else may
+	// come to end the wait (a server that refuses every probe sends no
+	// event), so the first look is scheduled too; one that finds the
+	// KIngress confirmed by then writes nothing, and the steps keep a bulk
+	// rollout's status writes to one per doubling of a wait.
+	_, next := waitStep(longest)
+	r.enqueueAfter(ing, next-longest)
 	markWaiting(ing, reason, strings.Join(parts, "; "))
 	r.metrics.phaseStarted(ing, reason, r.clock())
 	return false, nil

@@ -383,6 +383,44 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(badInput("ServiceNotFound",
 			"Service default/blue does not exist: create it or point the KIngress at an existing one"))))},
 	}, {
+		Name: "a new KIngress behind an authorization server: its proxy names the server, it is probed like any other, and looked at again when its wait is worth showing",
+		Key:  "default/hello",
+		Objects: objs(pods, []runtime.Object{
+			ing("blue", withAuthorization), service("blue"),
+		}),
+		// Nothing may come to end the wait (a server refusing every probe
+		// sends no event): the message must show the refusal by itself.
+		PostConditions: []func(*testing.T, *rtesting.TableRow){func(t *testing.T, row *rtesting.TableRow) {
+			if got, want := row.OtherTestData[enqueuedKey].(map[string]time.Duration)["default/hello"], progressRefresh; got != want {
+				t.Errorf("requeued after %v, want %v (when the wait is first shown)", got, want)
+			}
+		}},
+		WantCreates: proxies(serving(t, ing("blue", withAuthorization)).Proxies),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withAuthorization, withStatus(
+			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
+		Name: "authorization added to a served KIngress: the serving proxy is updated in place, no warm (same backend)",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(blueServing.Proxies), []runtime.Object{
+			ing("blue", withAuthorization, withStatus(ready), func(i *v1alpha1.Ingress) { i.Status.ObservedGeneration = 1 }),
+			service("blue"),
+		}),
+		WantUpdates: []clientgotesting.UpdateActionImpl{update(serving(t, ing("blue", withAuthorization)).Proxies[0])},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withAuthorization, withStatus(ready,
+			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
+		Name: "authorization asked for a host without TLS is bad input: nothing is written, the served proxy stays as it is",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(blueServing.Proxies), []runtime.Object{
+			ing("blue", withAuthorization, func(i *v1alpha1.Ingress) { i.Spec.TLS = nil }), service("blue"),
+		}),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withAuthorization, func(i *v1alpha1.Ingress) { i.Spec.TLS = nil },
+			withStatus(badInput("AuthorizationWithoutTLS", `host "hello.example.com" has no TLS certificate, and the KIngress's annotation `+
+				`contour.networking.knative.dev/extension-service asks for authorization, which Contour applies only to hosts that terminate TLS: `+
+				`give the host a certificate (spec.tls, or config-contour's default-tls-secret for external hosts), or remove the annotation`))))},
+	}, {
 		Name:    "a host already claimed by a user's HTTPProxy is refused without touching it",
 		Key:     "default/hello",
 		Objects: objs(pods, []runtime.Object{ing("blue"), service("blue"), userProxy}),
@@ -490,6 +528,14 @@ func TestDescribeWaiting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withAuthorization puts the KIngress's hosts behind the ExtensionService
+// auth/authz, with the certificate Contour requires for that.
+func withAuthorization(i *v1alpha1.Ingress) {
+	i.Annotations[resources.AnnotationExtensionService] = "authz"
+	i.Annotations[resources.AnnotationExtensionServiceNamespace] = "auth"
+	i.Spec.TLS = []v1alpha1.IngressTLS{{Hosts: i.Spec.Rules[0].Hosts, SecretName: "cert"}}
 }
 
 // withoutNetContourLabels is a serving proxy as hitless wrote it before it

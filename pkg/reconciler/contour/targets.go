@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -228,7 +227,8 @@ func portName(svc *corev1.Service, number int32, name string) (string, bool) {
 // and for the in-memory warm KIngress of a rollout. Every host is probed
 // over plain HTTP (its probe routes permit it whatever httpOption says);
 // a host that terminates TLS is probed over HTTPS as well, with its SNI,
-// since Envoy routes it through a route table of its own.
+// since Envoy routes it through a route table of its own. A host behind
+// an authorization server is served over HTTPS only, and probed so.
 func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingress) ([]probe.Target, error) {
 	var targets []resources.ProbeTarget
 	var err error
@@ -242,17 +242,20 @@ func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingre
 	}
 	cfg := config.FromContextOrDefaults(ctx).Contour
 	plain, secure := map[string][]*url.URL{}, map[string][]*url.URL{}
+	classSet := sets.New[string]()
+	secureOnly := map[string]bool{}
 	for _, tg := range targets {
-		plain[tg.Class] = append(plain[tg.Class], &url.URL{Scheme: "http", Host: tg.Host, Path: tg.Path})
+		classSet.Insert(tg.Class)
+		if tg.SecureOnly {
+			secureOnly[tg.Class] = true
+		} else {
+			plain[tg.Class] = append(plain[tg.Class], &url.URL{Scheme: "http", Host: tg.Host, Path: tg.Path})
+		}
 		if tg.TLS {
 			secure[tg.Class] = append(secure[tg.Class], &url.URL{Scheme: "https", Host: tg.Host, Path: tg.Path})
 		}
 	}
-	classes := make([]string, 0, len(plain))
-	for c := range plain {
-		classes = append(classes, c)
-	}
-	sort.Strings(classes)
+	classes := sets.List(classSet)
 	out := make([]probe.Target, 0, len(classes))
 	for _, class := range classes {
 		fleet, ok := cfg.FleetByClass(class)
@@ -263,7 +266,14 @@ func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingre
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, probe.Target{Class: class, PodIPs: pods.IPs, PodPort: pods.Port, URLs: plain[class]})
+		if len(plain[class]) > 0 {
+			out = append(out, probe.Target{Class: class, PodIPs: pods.IPs, PodPort: pods.Port, URLs: plain[class]})
+		}
+		if secureOnly[class] && pods.TLSPort == "" {
+			// With nothing to send its probes to, a host served over
+			// HTTPS only would pass for confirmed unasked.
+			return nil, fmt.Errorf("the Envoy Service %s has no HTTPS port (443, or one named https), and a host of the KIngress is served over HTTPS only (it is behind an authorization server)", fleet.Service)
+		}
 		if len(secure[class]) > 0 && pods.TLSPort != "" {
 			out = append(out, probe.Target{Class: class, PodIPs: pods.IPs, PodPort: pods.TLSPort, URLs: secure[class]})
 		}

@@ -1,9 +1,11 @@
 package contour
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -11,31 +13,46 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 
 	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/resources"
 )
 
 // fleetWith builds the envoyTargets of one fleet whose EndpointSlice lists
 // the given pods (IP -> ready) on port.
 func fleetWith(t *testing.T, port int, pods map[string]bool) (*envoyTargets, config.Fleet) {
 	t.Helper()
+	return fleetWithTLS(t, port, 0, pods)
+}
+
+// fleetWithTLS is fleetWith whose Envoy Service also has an HTTPS port
+// (443, to the pods' tlsPort) unless tlsPort is 0.
+func fleetWithTLS(t *testing.T, port, tlsPort int, pods map[string]bool) (*envoyTargets, config.Fleet) {
+	t.Helper()
 	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	slices := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	if err := svcs.Add(&corev1.Service{
+	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "contour-external", Name: "envoy"},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
-	}); err != nil {
-		t.Fatal(err)
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: "contour-external", Name: "envoy-1", Labels: map[string]string{discoveryv1.LabelServiceName: "envoy"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(port))}},
+	}
+	if tlsPort != 0 {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "https", Port: 443})
+		slice.Ports = append(slice.Ports, discoveryv1.EndpointPort{Name: ptr.To("https"), Port: ptr.To(int32(tlsPort))})
+	}
+	if err := svcs.Add(svc); err != nil {
+		t.Fatal(err)
 	}
 	for ip, ready := range pods {
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)}})
@@ -151,4 +168,42 @@ func TestNotReadyEnvoyPodThatStopsAcceptingIsForgotten(t *testing.T) {
 	l.Close()
 	check(false)
 	<-changed // a goroutine of its own; the test times out if it never comes
+}
+
+// TestAuthorizedHostsAreProbedOverHTTPSOnly: a host behind an authorization
+// server answers plain HTTP with a redirect, so only its HTTPS URL is
+// probed; a fleet without an HTTPS port could confirm nothing of it and
+// says so instead of passing it unasked.
+func TestAuthorizedHostsAreProbedOverHTTPSOnly(t *testing.T) {
+	ing := &v1alpha1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "hello", Annotations: map[string]string{
+			resources.AnnotationExtensionService: "authz",
+		}},
+		Spec: v1alpha1.IngressSpec{
+			Rules: []v1alpha1.IngressRule{{
+				Hosts:      []string{"hello.example.com"},
+				Visibility: v1alpha1.IngressVisibilityExternalIP,
+				HTTP: &v1alpha1.HTTPIngressRuleValue{Paths: []v1alpha1.HTTPIngressPath{{
+					Splits: []v1alpha1.IngressBackendSplit{{IngressBackend: v1alpha1.IngressBackend{
+						ServiceName: "blue", ServicePort: intstr.FromInt(80)}, Percent: 100}},
+				}}},
+			}},
+			TLS: []v1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert"}},
+		},
+	}
+	ctx := context.Background()
+
+	targets, _ := fleetWithTLS(t, 8080, 8443, map[string]bool{"127.0.0.3": true})
+	got, err := targets.ListProbeTargets(ctx, ing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].PodPort != "8443" || len(got[0].URLs) != 1 || got[0].URLs[0].String() != "https://hello.example.com/" {
+		t.Errorf("ListProbeTargets = %+v, want one HTTPS target on pod port 8443", got)
+	}
+
+	targets, _ = fleetWith(t, 8080, map[string]bool{"127.0.0.3": true})
+	if got, err := targets.ListProbeTargets(ctx, ing); err == nil || !strings.Contains(err.Error(), "no HTTPS port") {
+		t.Errorf("ListProbeTargets without an HTTPS port = %+v, %v; want an error naming the missing HTTPS port", got, err)
+	}
 }
