@@ -41,6 +41,13 @@ const (
 	// requests already in flight to an old backend (long polls, websockets
 	// opened just before the switch) finish before Contour drops its cluster.
 	ReleaseHoldKey = "release-hold"
+	// RetryPolicyKey is the Contour retry policy of every route that carries
+	// user traffic: "none" for no retries, or a Contour RetryPolicy in YAML
+	// (count, retryOn, retriableStatusCodes, perTryTimeout). Unset, it is
+	// net-contour's built-in one (DefaultRetryPolicy).
+	RetryPolicyKey = "retry-policy"
+	// RetryPolicyNone turns retries off.
+	RetryPolicyNone = "none"
 
 	// Infinity disables a Contour timeout.
 	Infinity = "infinity"
@@ -70,6 +77,21 @@ type Contour struct {
 	CORSPolicy *contourv1.CORSPolicy
 	// ReleaseHold is the time warm proxies stay after a confirmed switch.
 	ReleaseHold time.Duration
+	// RetryPolicy is put on every route that carries user traffic; nil
+	// for none.
+	RetryPolicy *contourv1.RetryPolicy
+}
+
+// DefaultRetryPolicy is net-contour's: two retries of a request that never
+// reached the application or was cut before an answer (a backend pod going
+// away, a connection reset), as Istio does, plus resets.
+func DefaultRetryPolicy() *contourv1.RetryPolicy {
+	return &contourv1.RetryPolicy{
+		NumRetries: 2,
+		RetryOn: []contourv1.RetryOn{
+			"cancelled", "connect-failure", "refused-stream", "resource-exhausted", "retriable-status-codes", "reset",
+		},
+	}
 }
 
 // FleetFor returns the fleet of a visibility, and whether one is configured.
@@ -119,6 +141,7 @@ func DefaultContour() *Contour {
 		TimeoutPolicyResponse: Infinity,
 		TimeoutPolicyIdle:     Infinity,
 		ReleaseHold:           DefaultReleaseHold,
+		RetryPolicy:           DefaultRetryPolicy(),
 	}
 }
 
@@ -193,7 +216,54 @@ func NewContourFromMap(data map[string]string) (*Contour, error) {
 		}
 		c.ReleaseHold = d
 	}
+
+	if raw, ok := data[RetryPolicyKey]; ok && strings.TrimSpace(raw) != "" {
+		rp, err := parseRetryPolicy(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", RetryPolicyKey, err)
+		}
+		c.RetryPolicy = rp
+	}
 	return c, nil
+}
+
+// retryOnValues are the retryOn conditions Contour accepts (its CRD's enum).
+var retryOnValues = map[contourv1.RetryOn]bool{
+	"5xx": true, "gateway-error": true, "reset": true, "reset-before-request": true, "connect-failure": true,
+	"envoy-ratelimited": true, "retriable-4xx": true, "refused-stream": true, "retriable-status-codes": true,
+	"retriable-headers": true, "http3-post-connect-failure": true, "cancelled": true, "deadline-exceeded": true,
+	"internal": true, "resource-exhausted": true, "unavailable": true,
+}
+
+func parseRetryPolicy(raw string) (*contourv1.RetryPolicy, error) {
+	if strings.TrimSpace(raw) == RetryPolicyNone {
+		return nil, nil
+	}
+	var p contourv1.RetryPolicy
+	if err := yaml.UnmarshalStrict([]byte(raw), &p); err != nil {
+		return nil, fmt.Errorf("neither %q nor a Contour retry policy (count, retryOn, retriableStatusCodes, perTryTimeout): %w", RetryPolicyNone, err)
+	}
+	if p.NumRetries < 1 {
+		// Contour reads 0 as Envoy's default of one retry and -1 as
+		// none; say which instead.
+		return nil, fmt.Errorf("count must be at least 1 (for no retries, set the key to %q)", RetryPolicyNone)
+	}
+	for _, on := range p.RetryOn {
+		if !retryOnValues[on] {
+			return nil, fmt.Errorf("retryOn %q is not one Contour knows", on)
+		}
+	}
+	for _, code := range p.RetriableStatusCodes {
+		if code < 100 || code > 599 {
+			return nil, fmt.Errorf("retriableStatusCodes: %d is not an HTTP status code", code)
+		}
+	}
+	if p.PerTryTimeout != "" && p.PerTryTimeout != Infinity {
+		if d, err := time.ParseDuration(p.PerTryTimeout); err != nil || d < 0 {
+			return nil, fmt.Errorf("perTryTimeout %q is not a duration (e.g. 1s)", p.PerTryTimeout)
+		}
+	}
+	return &p, nil
 }
 
 func parseVisibility(raw string) (map[netv1alpha1.IngressVisibility]Fleet, error) {

@@ -315,6 +315,10 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 				Idle:     cfg.TimeoutPolicyIdle,
 			},
 			RequestHeadersPolicy: headersPolicy(p.AppendHeaders, p.RewriteHost),
+			// Retries are for user traffic (a backend pod going away
+			// mid-request). A probe must see what one try gets, so that
+			// a retry never passes a pod or backend that is not ready.
+			RetryPolicy: retryPolicyFor(cfg, probe),
 			// Probes go over plain HTTP whatever httpOption says, so that a
 			// redirect never passes for a ready route; an authorized host is
 			// probed over HTTPS alone.
@@ -323,6 +327,13 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 		routes = append(routes, route)
 	}
 	return routes, nil
+}
+
+func retryPolicyFor(cfg *config.Contour, probe bool) *contourv1.RetryPolicy {
+	if probe {
+		return nil
+	}
+	return cfg.RetryPolicy.DeepCopy()
 }
 
 func makeServices(ing *netv1alpha1.Ingress, splits []netv1alpha1.IngressBackendSplit, resolve Resolver) ([]contourv1.Service, error) {

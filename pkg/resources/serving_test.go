@@ -143,6 +143,7 @@ func TestMakeServing(t *testing.T) {
 						Services:         []contourv1.Service{blue},
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
 					}, probeRoute("/", hash, blue)},
 				},
 			}}
@@ -179,6 +180,7 @@ func TestMakeServing(t *testing.T) {
 						Services:         services,
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
 						RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{
 							{Name: "X-Pre", Value: "1"}, {Name: "Host", Value: "rewritten.example.com"}}},
 					}, {
@@ -222,6 +224,7 @@ func TestMakeServing(t *testing.T) {
 							Services:         []contourv1.Service{h2c},
 							EnableWebsockets: true,
 							TimeoutPolicy:    infinite,
+							RetryPolicy:      config.DefaultRetryPolicy(),
 						}, probeRoute("/", hash, h2c)},
 					},
 				})
@@ -251,11 +254,13 @@ func TestMakeServing(t *testing.T) {
 						Services:         []contourv1.Service{blue},
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
 					}, {
 						Conditions:       []contourv1.MatchCondition{{Prefix: "/"}, {Header: &contourv1.HeaderMatchCondition{Name: "X-Tag", Exact: "a"}}},
 						Services:         []contourv1.Service{blue},
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
 					}, probeRoute("/", hash, blue)},
 				},
 			}}
@@ -283,6 +288,7 @@ func TestMakeServing(t *testing.T) {
 						Services:         []contourv1.Service{blue},
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
 					}, probe},
 				},
 			}}
@@ -317,6 +323,7 @@ func TestMakeServing(t *testing.T) {
 						Services:         []contourv1.Service{blue},
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
 					}, probeRoute("/", hash, blue)},
 				},
 			}}
@@ -332,6 +339,7 @@ func TestMakeServing(t *testing.T) {
 			c.DefaultTLSSecret = &types.NamespacedName{Namespace: ns, Name: "wildcard"}
 			c.TimeoutPolicyResponse = "60s"
 			c.TimeoutPolicyIdle = "5m"
+			c.RetryPolicy = &contourv1.RetryPolicy{NumRetries: 1, RetryOn: []contourv1.RetryOn{"reset"}}
 			c.CORSPolicy = &contourv1.CORSPolicy{AllowOrigin: []string{"*"}, AllowMethods: []contourv1.CORSHeaderValue{"GET"}}
 			return c
 		}(),
@@ -358,6 +366,7 @@ func TestMakeServing(t *testing.T) {
 						EnableWebsockets: true,
 						PermitInsecure:   true,
 						TimeoutPolicy:    timeouts,
+						RetryPolicy:      &contourv1.RetryPolicy{NumRetries: 1, RetryOn: []contourv1.RetryOn{"reset"}},
 					}, probe},
 				},
 			}}
@@ -393,6 +402,7 @@ func TestMakeServing(t *testing.T) {
 						Services:             []contourv1.Service{h2c},
 						EnableWebsockets:     true,
 						TimeoutPolicy:        infinite,
+						RetryPolicy:          config.DefaultRetryPolicy(),
 						RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{host}},
 					}, probe},
 				},

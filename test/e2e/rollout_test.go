@@ -49,6 +49,7 @@ func TestRolloutDropsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	retriesBefore := map[string]float64{external: c.EnvoyRetries(ctx, external), internal: c.EnvoyRetries(ctx, internal)}
 	load, stopLoad := startLoad(ctx, t, c, rps, ext, local, name(0))
 	time.Sleep(time.Second)
 
@@ -108,6 +109,15 @@ func TestRolloutDropsNothing(t *testing.T) {
 		s, len(load.Targets), ready[len(ready)/2].Round(time.Millisecond), ready[len(ready)-1].Round(time.Millisecond), len(ready))
 	for _, f := range s.Failures {
 		t.Log(f)
+	}
+	// The routes retry what a backend going away cuts off; a rollout must
+	// need none of that, or it would drop requests without the retries.
+	for _, fleet := range []string{external, internal} {
+		retries := c.EnvoyRetries(ctx, fleet) - retriesBefore[fleet]
+		t.Logf("Envoy upstream retries in %s during the rollouts: %.0f", fleet, retries)
+		if retries != 0 {
+			t.Errorf("Envoy retried %.0f requests in %s during the rollouts: a rollout made them fail once", retries, fleet)
+		}
 	}
 	if s.Failed() != 0 {
 		// Envoy's side of the same requests: response flags (UC, UF, NR...)
