@@ -5,7 +5,7 @@
 #   hack/bench.sh rollout [flags]   -> go run ./test/bench/rollout
 #   hack/bench.sh scale [flags]     -> go run ./test/bench/scale
 # REPLICAS=N runs N controller replicas (hack/controller.sh replicas N)
-# sharing the buckets of config-leader-election; by default one.
+# sharing the buckets of config-leader-election-hitless; by default one.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"

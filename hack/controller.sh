@@ -11,7 +11,7 @@
 #   hack/controller.sh identity [N]  print the leader-election identity of replica N
 #
 # Replicas share the KIngresses through knative.dev/pkg's bucketed leader
-# election (config-leader-election: buckets): each bucket is a Lease, each
+# election (config-leader-election-hitless: buckets): each bucket is a Lease, each
 # replica leads the buckets it won and reconciles (and probes) only the
 # KIngresses that hash into them. Each process has a unique identity
 # (hostname_uuid), logged at start. Replica 1 is the one `make run` and the
@@ -68,7 +68,7 @@ prepare() {
   mkdir -p "$state/logs"
   build
   kubectl get namespace "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/dev/null
-  kubectl apply -f "$repo/config/config-contour.yaml" -f "$repo/config/config-leader-election.yaml" >/dev/null
+  kubectl apply -f "$repo/config/config-contour.yaml" -f "$repo/config/config-leader-election-hitless.yaml" >/dev/null
   kubectl apply -f "$repo/third_party/knative-networking/config-network.yaml" >/dev/null
   # Metrics as Prometheus on loopback, for the benchmarks to read.
   kubectl create configmap config-observability -n "$ns" \
@@ -176,7 +176,7 @@ leaders() {
     [[ -n $id ]] && replica_of[$id]=$n
   done
   local buckets
-  buckets=$(kubectl get configmap config-leader-election -n "$ns" -o jsonpath='{.data.buckets}')
+  buckets=$(kubectl get configmap config-leader-election-hitless -n "$ns" -o jsonpath='{.data.buckets}')
   buckets=$(printf '%02d' "${buckets:-1}")
   kubectl get lease -n "$ns" -o jsonpath='{range .items[*]}{.metadata.name} {.spec.holderIdentity}{"\n"}{end}' |
     while read -r lease holder; do

@@ -6,13 +6,17 @@
 #                          from its module's config/core, wait until it serves
 #   hack/serving.sh down   remove Serving (its namespace, CRDs, webhooks, roles)
 #   hack/serving.sh env    exports for Serving's test suites and our tests
+#   hack/serving.sh apart  fail if applying hitless's config/ would replace an
+#                          object of Serving's config/core (kind, namespace, name)
 #
 # What is installed, and from where:
 # - knative.dev/serving@v0.50.0 config/core, every file as released except the
 #   two HorizontalPodAutoscalers (the stack runs no metrics server, so they
-#   would only log errors) and two ConfigMaps the hitless controller shares with
-#   Serving in knative-serving (config-observability, config-leader-election):
-#   those are created from Serving's copy only when absent, never overwritten.
+#   would only log errors) and the ConfigMap the stack's hitless controller
+#   shares with Serving in knative-serving (config-observability, which
+#   hack/controller.sh sets to Prometheus on loopback): it is created from
+#   Serving's copy only when absent, never overwritten. hitless's own
+#   config/ shares no object with Serving's (`hack/serving.sh apart` checks).
 #   `ko://knative.dev/serving/cmd/<name>` becomes ko.local/knative-serving/<name>,
 #   which the node agent maps to the binary built from the module (hack/stack.sh
 #   writes the image map); ko.local is one of the registries Serving never
@@ -34,7 +38,7 @@ SERVING_DOMAIN=${SERVING_DOMAIN:-example.com}
 CMD_REPO=ko.local/knative-serving   # hack/stack.sh SERVING_CMD_REPO
 TEST_REPO=ko.local/serving-test     # hack/stack.sh SERVING_TEST_REPO
 # shared with the hitless controller (hack/controller.sh): never overwritten
-SHARED_CONFIGMAPS=(observability.yaml leader-election.yaml)
+SHARED_CONFIGMAPS=(observability.yaml)
 
 log() { printf '%s serving: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -60,6 +64,28 @@ retry() {
 }
 
 apply_core() { render | kubectl apply -f - >/dev/null; }
+
+# object_ids prints kind/namespace/name of each object of a manifest stream.
+object_ids() {
+  kubectl create --dry-run=client -f - \
+    -o go-template='{{.kind}}/{{or .metadata.namespace ""}}/{{.metadata.name}}{{"\n"}}' | LC_ALL=C sort -u
+}
+
+# cmd_apart: `kubectl apply -f config/` next to Serving must leave every
+# object of Serving's alone. A ConfigMap of the same name in knative-serving
+# (as config-leader-election once was) would replace Serving's settings
+# with hitless's, for every Serving component.
+cmd_apart() {
+  local ours theirs both f
+  ours=$(for f in "$REPO"/config/*.yaml; do printf -- '---\n'; cat "$f"; printf '\n'; done | object_ids)
+  theirs=$(render | object_ids)
+  [[ -n $ours && -n $theirs ]] || die "could not list the objects of config/ or of Serving's config/core"
+  both=$(LC_ALL=C comm -12 <(printf '%s\n' "$ours") <(printf '%s\n' "$theirs"))
+  if [[ -n $both ]]; then
+    die "config/ would replace objects of Serving's config/core: $(tr '\n' ' ' <<<"$both")"
+  fi
+  log "config/ ($(wc -l <<<"$ours") objects) shares none with Serving's config/core ($(wc -l <<<"$theirs") objects)"
+}
 
 # render [--no-namespace] prints Serving's config/core as one stream, images
 # replaced (without the namespace, which `down` keeps: the hitless controller's
@@ -164,5 +190,6 @@ case ${1:-} in
   down) cmd_down ;;
   env) cmd_env ;;
   render) render ;;
-  *) echo "usage: $0 up | down | env | render" >&2; exit 2 ;;
+  apart) cmd_apart ;;
+  *) echo "usage: $0 up | down | env | render | apart" >&2; exit 2 ;;
 esac

@@ -49,6 +49,8 @@ cleanup() {
 trap cleanup EXIT
 
 hack/serving.sh up
+# hitless's config/ must never replace an object of Serving's
+hack/serving.sh apart
 eval "$(hack/serving.sh env)"
 export KUBECONFIG SYSTEM_NAMESPACE GATEWAY_OVERRIDE GATEWAY_NAMESPACE_OVERRIDE KO_DOCKER_REPO SERVING_DOMAIN
 # As Serving's own e2e runs (test/config/ytt/core/overlay-config-deployment.yaml):

@@ -20,6 +20,15 @@ import (
 	"github.com/hitless/hitless/pkg/reconciler/contour"
 )
 
+// leaderElectionEnv names the ConfigMap of leader election, read by
+// knative.dev/pkg. Its default, config-leader-election, is Serving's own in
+// the same namespace: hitless reads its own unless told otherwise, so its
+// settings (short leases, 10 buckets) never replace Serving's.
+const (
+	leaderElectionEnv       = "CONFIG_LEADERELECTION_NAME"
+	defaultLeaderElectionCM = "config-leader-election-hitless"
+)
+
 // classEnv overrides the KIngress class served (for running two
 // controllers side by side, or a canary of a new release).
 const classEnv = "INGRESS_CLASS"
@@ -38,6 +47,9 @@ func main() {
 	class := os.Getenv(classEnv)
 	if class == "" {
 		class = contour.DefaultIngressClass
+	}
+	if os.Getenv(leaderElectionEnv) == "" {
+		os.Setenv(leaderElectionEnv, defaultLeaderElectionCM)
 	}
 	cfg := injection.ParseAndGetRESTConfigOrDie()
 	if cfg.QPS == 0 {

@@ -1,6 +1,8 @@
 package resources
 
 import (
+	"strings"
+
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
@@ -43,6 +45,39 @@ func objectMeta(ing *netv1alpha1.Ingress, name, role, hash string) metav1.Object
 		Annotations:     map[string]string{AnnotationHash: hash},
 		OwnerReferences: []metav1.OwnerReference{*kmeta.NewControllerRef(ing)},
 	}
+}
+
+// hitlessPrefix starts every label and annotation key hitless sets.
+const hitlessPrefix = "hitless.knative.dev/"
+
+// lastAppliedAnnotation is kubectl's record of the KIngress it applied.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// copyIngressAnnotations gives a serving proxy the annotations of its
+// KIngress, as net-contour does: tools that read HTTPProxies (external-dns's
+// HTTPProxy source, policy engines, cost labels) see what the KIngress's
+// owner put on it. The class annotations name the proxy's own class, which
+// spec.ingressClassName sets too, so Contour never sees two answers;
+// kubectl's last-applied record describes the KIngress, not the proxy, and
+// would mislead a later kubectl apply of the proxy, so it stays behind.
+// hitless's own keys (hitless.knative.dev/) are never copied: they say
+// what the proxy was built for, which only hitless may claim. Warm proxies get
+// none: they are ours alone, and a copied external-dns hostname on one would
+// publish the user's host for a proxy that serves only a reserved host.
+func copyIngressAnnotations(dst map[string]string, ing *netv1alpha1.Ingress, class string) {
+	for k, v := range ing.Annotations {
+		if strings.HasPrefix(k, hitlessPrefix) {
+			continue
+		}
+		switch k {
+		case lastAppliedAnnotation:
+			continue
+		case ContourClassAnnotation, legacyClassAnnotation:
+			v = class
+		}
+		dst[k] = v
+	}
+	dst[ContourClassAnnotation] = class
 }
 
 // IsRole tells whether a proxy carries the given role label.

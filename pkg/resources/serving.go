@@ -13,6 +13,7 @@ import (
 	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"knative.dev/networking/pkg/http/header"
 	"knative.dev/networking/pkg/ingress"
+	"knative.dev/pkg/network"
 
 	"github.com/hitless/hitless/pkg/config"
 	"github.com/hitless/hitless/pkg/resources/names"
@@ -91,6 +92,7 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 				Routes: routes,
 			},
 		}
+		copyIngressAnnotations(p.Annotations, ing, k.class)
 		p.Annotations[AnnotationGeneration] = strconv.FormatInt(ing.Generation, 10)
 		setNetContourLabels(p.Labels, ing, k.class, k.host)
 		out.Proxies = append(out.Proxies, p)
@@ -121,30 +123,32 @@ func vhostsOf(cfg *config.Contour, ing *netv1alpha1.Ingress) ([]vhostKey, map[vh
 		if r.HTTP == nil {
 			return nil, nil, &SpecError{Reason: "RuleWithoutHTTP", Message: fmt.Sprintf("spec.rules[%d] has no http block: every rule needs http.paths", i)}
 		}
-		vis := visibilityOf(r)
-		fleet, ok := cfg.FleetFor(vis)
-		if !ok {
-			return nil, nil, &SpecError{Reason: "UnknownVisibility", Message: fmt.Sprintf(
-				"spec.rules[%d].visibility %q has no class in config-contour's visibility key", i, vis)}
-		}
 		if len(r.Hosts) == 0 {
 			return nil, nil, &SpecError{Reason: "RuleWithoutHosts", Message: fmt.Sprintf("spec.rules[%d] has no hosts", i)}
 		}
-		hosts := sets.New(r.Hosts...)
-		if vis == netv1alpha1.IngressVisibilityClusterLocal {
-			hosts = ingress.ExpandedHosts(hosts)
-		}
-		for _, h := range sets.List(hosts) {
-			if err := validHost(h, warm); err != nil {
-				return nil, nil, &SpecError{Reason: "InvalidHost", Message: fmt.Sprintf("spec.rules[%d]: host %q: %v", i, h, err)}
+		for _, ruleHost := range sets.List(sets.New(r.Hosts...)) {
+			vis := hostVisibility(r, ruleHost)
+			fleet, ok := cfg.FleetFor(vis)
+			if !ok {
+				return nil, nil, &SpecError{Reason: "UnknownVisibility", Message: fmt.Sprintf(
+					"spec.rules[%d]: host %q is served %s, which has no class in config-contour's visibility key", i, ruleHost, vis)}
 			}
-			k := vhostKey{class: fleet.Class, host: h}
-			v := vhosts[k]
-			if v == nil {
-				v = &vhost{visibility: vis}
-				vhosts[k] = v
+			hosts := sets.New(ruleHost)
+			if vis == netv1alpha1.IngressVisibilityClusterLocal {
+				hosts = ingress.ExpandedHosts(hosts)
 			}
-			v.paths = append(v.paths, r.HTTP.Paths...)
+			for _, h := range sets.List(hosts) {
+				if err := validHost(h, warm); err != nil {
+					return nil, nil, &SpecError{Reason: "InvalidHost", Message: fmt.Sprintf("spec.rules[%d]: host %q: %v", i, h, err)}
+				}
+				k := vhostKey{class: fleet.Class, host: h}
+				v := vhosts[k]
+				if v == nil {
+					v = &vhost{visibility: vis}
+					vhosts[k] = v
+				}
+				v.paths = append(v.paths, r.HTTP.Paths...)
+			}
 		}
 	}
 
@@ -216,6 +220,20 @@ func prefixesOf(paths []netv1alpha1.HTTPIngressPath) []string {
 		}
 	}
 	return out
+}
+
+// hostVisibility is the fleet a host of a rule is served by: the rule's
+// visibility, except that a host in the cluster's own domain
+// (name.namespace.svc.cluster.local) is cluster-local whatever the rule
+// says. Only the cluster's DNS resolves such a name, to the internal
+// fleet's Service, so the external fleet could never receive its requests;
+// net-contour sends such hosts of ExternalIP rules to the internal class
+// too, and a cluster moving over expects them served there.
+func hostVisibility(r netv1alpha1.IngressRule, host string) netv1alpha1.IngressVisibility {
+	if strings.HasSuffix(host, "."+network.GetClusterDomainName()) {
+		return netv1alpha1.IngressVisibilityClusterLocal
+	}
+	return visibilityOf(r)
 }
 
 func visibilityOf(r netv1alpha1.IngressRule) netv1alpha1.IngressVisibility {

@@ -94,12 +94,26 @@ func meta(ing *netv1alpha1.Ingress, class, host string) metav1.ObjectMeta {
 			"contour.networking.knative.dev/domainHash": fmt.Sprintf("%x", sha1.Sum([]byte(host))),
 			"projectcontour.io/ingress.class":           class,
 		},
-		Annotations: map[string]string{
-			AnnotationHash:       "",
-			AnnotationGeneration: "3",
-		},
+		Annotations: withIngressAnnotations(ing, map[string]string{
+			AnnotationHash:                    "",
+			AnnotationGeneration:              "3",
+			"projectcontour.io/ingress.class": class,
+		}),
 		OwnerReferences: []metav1.OwnerReference{*kmeta.NewControllerRef(ing)},
 	}
+}
+
+// withIngressAnnotations adds the KIngress's annotations under the given
+// ones, which win, as a serving proxy carries them.
+func withIngressAnnotations(ing *netv1alpha1.Ingress, own map[string]string) map[string]string {
+	out := make(map[string]string, len(ing.Annotations)+len(own))
+	for k, v := range ing.Annotations {
+		out[k] = v
+	}
+	for k, v := range own {
+		out[k] = v
+	}
+	return out
 }
 
 var infinite = &contourv1.TimeoutPolicy{Response: "infinity", Idle: "infinity"}
@@ -149,6 +163,78 @@ func TestMakeServing(t *testing.T) {
 			}}
 		},
 		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
+	}, {
+		name: "the KIngress's annotations reach its serving proxy, except kubectl's last-applied record; class annotations name the proxy's class and hitless's own win",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Annotations["example.com/team"] = "payments"
+			ing.Annotations["kubectl.kubernetes.io/last-applied-configuration"] = `{"kind":"Ingress"}`
+			ing.Annotations["kubernetes.io/ingress.class"] = "somebody-else"
+			ing.Annotations[AnnotationHash] = "forged"
+		}),
+		svcs: []*corev1.Service{svc("blue")},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			m := meta(ing, "contour-external", "hello.example.com")
+			m.Annotations = map[string]string{
+				networking.IngressClassAnnotationKey: "contour.ingress.networking.knative.dev",
+				"example.com/team":                   "payments",
+				"kubernetes.io/ingress.class":        "contour-external",
+				"projectcontour.io/ingress.class":    "contour-external",
+				AnnotationHash:                       hash,
+				AnnotationGeneration:                 "3",
+			}
+			return []*contourv1.HTTPProxy{{
+				ObjectMeta: m,
+				Spec: contourv1.HTTPProxySpec{
+					IngressClassName: "contour-external",
+					VirtualHost:      &contourv1.VirtualHost{Fqdn: "hello.example.com"},
+					Routes: []contourv1.Route{{
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/"}},
+						Services:         []contourv1.Service{blue},
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
+					}, probeRoute("/", hash, blue)},
+				},
+			}}
+		},
+		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
+	}, {
+		name: "a host of an ExternalIP rule in the cluster's domain is served by the internal fleet, expanded like a cluster-local host; the rule's other hosts stay external",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.Rules[0].Hosts = []string{"hello.example.com", "hello.ns.svc.cluster.local"}
+		}),
+		svcs: []*corev1.Service{svc("blue")},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			var out []*contourv1.HTTPProxy
+			for _, ch := range []struct{ class, host string }{
+				{"contour-external", "hello.example.com"},
+				{"contour-internal", "hello.ns"},
+				{"contour-internal", "hello.ns.svc"},
+				{"contour-internal", "hello.ns.svc.cluster.local"},
+			} {
+				m := meta(ing, ch.class, ch.host)
+				m.Annotations[AnnotationHash] = hash
+				out = append(out, &contourv1.HTTPProxy{
+					ObjectMeta: m,
+					Spec: contourv1.HTTPProxySpec{
+						IngressClassName: ch.class,
+						VirtualHost:      &contourv1.VirtualHost{Fqdn: ch.host},
+						Routes: []contourv1.Route{{
+							Conditions:       []contourv1.MatchCondition{{Prefix: "/"}},
+							Services:         []contourv1.Service{blue},
+							EnableWebsockets: true,
+							TimeoutPolicy:    infinite,
+							RetryPolicy:      config.DefaultRetryPolicy(),
+						}, probeRoute("/", hash, blue)},
+					},
+				})
+			}
+			return out
+		},
+		backend: ClassBackends{
+			"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80}),
+			"contour-internal": setOf(Backend{Namespace: ns, Name: "blue", Port: 80}),
+		},
 	}, {
 		name: "weighted splits keep their weights, a 0% split gets no route, and headers are set before and after the split",
 		ing: kingress(func(ing *netv1alpha1.Ingress) {

@@ -30,12 +30,12 @@ const (
 )
 
 // bucketLeases returns the names of the bucket Leases that
-// config-leader-election asks for.
+// config-leader-election-hitless asks for.
 func bucketLeases(ctx context.Context, t *testing.T, c *harness.Clients) []string {
 	t.Helper()
-	cm, err := c.Kube.CoreV1().ConfigMaps(leaseNamespace).Get(ctx, "config-leader-election", metav1.GetOptions{})
+	cm, err := c.Kube.CoreV1().ConfigMaps(leaseNamespace).Get(ctx, "config-leader-election-hitless", metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("reading config-leader-election: %v", err)
+		t.Fatalf("reading config-leader-election-hitless: %v", err)
 	}
 	n, err := strconv.Atoi(cm.Data["buckets"])
 	if err != nil || n < 1 {

@@ -77,7 +77,7 @@ func reconciledKeys(t *testing.T, n int, offset int64, ns string) map[string]int
 }
 
 // TestFaultReplicasShareAndTakeOver runs three controller replicas over ten
-// buckets (config-leader-election) and checks both halves of running more
+// buckets (config-leader-election-hitless) and checks both halves of running more
 // than one:
 //   - nothing is lost: under load to every Envoy pod of both fleets, all
 //     KIngresses roll to a fresh backend at once, and the replica leading
@@ -105,7 +105,7 @@ func TestFaultReplicasShareAndTakeOver(t *testing.T) {
 	t.Cleanup(func() { controller(t, "replicas", "1") })
 	leases := bucketLeases(ctx, t, c)
 	if len(leases) < 2 {
-		t.Fatalf("config-leader-election has %d bucket, this test needs more", len(leases))
+		t.Fatalf("config-leader-election-hitless has %d bucket, this test needs more", len(leases))
 	}
 	t.Logf("started at once: buckets per replica %v", splitOf(allHeld(ctx, t, c, leases, all)))
 

@@ -201,7 +201,7 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 		logger.Infow("Every Envoy pod serves the KIngress", zap.Int64("generation", ing.Generation))
 	}
 	ing.Status.MarkNetworkConfigured()
-	ing.Status.MarkLoadBalancerReady(r.loadBalancers(cfg.Contour))
+	ing.Status.MarkLoadBalancerReady(r.loadBalancers(ing, cfg.Contour))
 
 	// Release: only now may the warm proxies go, after the hold.
 	now := r.clock()
@@ -655,14 +655,24 @@ func backendStrings(c resources.ClassBackends) []string {
 }
 
 // loadBalancers names the Envoy Services as the KIngress's public and
-// private load balancers, the way Knative Serving expects.
-func (r *Reconciler) loadBalancers(cfg *config.Contour) ([]v1alpha1.LoadBalancerIngressStatus, []v1alpha1.LoadBalancerIngressStatus) {
+// private load balancers, the way Knative Serving expects: the Service's
+// cluster-local name and, as net-contour reports it, its ClusterIP (Serving
+// copies the status into the Route's; tools that read an IP from it, and a
+// cluster moving over from net-contour, find the same address). A Service
+// not in the informer's cache yet gets the name alone; its arrival
+// reconciles the KIngress again (the reconciler tracks it).
+func (r *Reconciler) loadBalancers(ing *v1alpha1.Ingress, cfg *config.Contour) ([]v1alpha1.LoadBalancerIngressStatus, []v1alpha1.LoadBalancerIngressStatus) {
 	lb := func(v v1alpha1.IngressVisibility) []v1alpha1.LoadBalancerIngressStatus {
 		f, ok := cfg.FleetFor(v)
 		if !ok {
 			return nil
 		}
-		return []v1alpha1.LoadBalancerIngressStatus{{DomainInternal: network.GetServiceHostname(f.Service.Name, f.Service.Namespace)}}
+		st := v1alpha1.LoadBalancerIngressStatus{DomainInternal: network.GetServiceHostname(f.Service.Name, f.Service.Namespace)}
+		_ = r.tracker.TrackReference(tracker.Reference{APIVersion: "v1", Kind: "Service", Namespace: f.Service.Namespace, Name: f.Service.Name}, ing)
+		if svc, err := r.serviceLister.Services(f.Service.Namespace).Get(f.Service.Name); err == nil && svc.Spec.ClusterIP != corev1.ClusterIPNone {
+			st.IP = svc.Spec.ClusterIP
+		}
+		return []v1alpha1.LoadBalancerIngressStatus{st}
 	}
 	return lb(v1alpha1.IngressVisibilityExternalIP), lb(v1alpha1.IngressVisibilityClusterLocal)
 }

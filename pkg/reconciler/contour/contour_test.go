@@ -28,6 +28,11 @@ func TestReconcile(t *testing.T) {
 	blueServing := serving(t, blue)
 	greenServing := serving(t, green)
 	warmGreen := warm(t, green, backends("blue", "green"), backends("green"))
+	annotatedGreen := serving(t, ing("green", withAnnotation("example.com/team", "payments")))
+	clusterDomainHost := func(opts ...ingOpt) *v1alpha1.Ingress {
+		return ing("blue", append([]ingOpt{withHosts("hello.default.svc.cluster.local")}, opts...)...)
+	}
+	clusterDomainServing := serving(t, clusterDomainHost())
 
 	// The shape of a DomainMapping: an ExternalName Service naming the
 	// internal load balancer, reached with the rewritten Host.
@@ -169,6 +174,32 @@ func TestReconcile(t *testing.T) {
 		}),
 		OtherTestData: map[string]interface{}{proberKey: &fakeProber{}},
 		WantUpdates:   []clientgotesting.UpdateActionImpl{update(greenServing.Proxies[0])},
+	}, {
+		Name: "an annotation added to a Ready KIngress reaches its serving proxy in one update: no probe, still Ready",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(greenServing.Proxies), []runtime.Object{
+			ing("green", withStatus(ready), withAnnotation("example.com/team", "payments")), service("green"),
+		}),
+		OtherTestData: map[string]interface{}{proberKey: &fakeProber{}},
+		WantUpdates:   []clientgotesting.UpdateActionImpl{update(annotatedGreen.Proxies[0])},
+	}, {
+		Name: "a Ready status without the Envoy Service's ClusterIP (an older hitless wrote it) gets it: no write, no probe",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(greenServing.Proxies), []runtime.Object{
+			ing("green", withStatus(ready, withoutLoadBalancerIPs)), service("green"),
+		}),
+		OtherTestData:     map[string]interface{}{proberKey: &fakeProber{}},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready)))},
+	}, {
+		Name: "a host of an ExternalIP rule in the cluster's domain is served by the internal fleet and probed there",
+		Key:  "default/hello",
+		Objects: objs(pods, envoy("contour-internal", "10.244.0.30"), []runtime.Object{
+			clusterDomainHost(), service("blue"),
+		}),
+		WantCreates: proxies(clusterDomainServing.Proxies),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(clusterDomainHost(withStatus(
+			waiting(ReasonSwitching, "0/1 Envoy pods of contour-internal serve default/blue:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		Name: "a KIngress of another class is left untouched",
 		Key:  "default/hello",
@@ -532,6 +563,21 @@ func TestDescribeWaiting(t *testing.T) {
 
 // withAuthorization puts the KIngress's hosts behind the ExtensionService
 // auth/authz, with the certificate Contour requires for that.
+func withAnnotation(k, v string) ingOpt {
+	return func(i *v1alpha1.Ingress) { i.Annotations[k] = v }
+}
+
+// withoutLoadBalancerIPs is a Ready status as a hitless that did not report
+// the Envoy Services' ClusterIPs wrote it.
+func withoutLoadBalancerIPs(i *v1alpha1.Ingress) {
+	for k := range i.Status.PublicLoadBalancer.Ingress {
+		i.Status.PublicLoadBalancer.Ingress[k].IP = ""
+	}
+	for k := range i.Status.PrivateLoadBalancer.Ingress {
+		i.Status.PrivateLoadBalancer.Ingress[k].IP = ""
+	}
+}
+
 func withAuthorization(i *v1alpha1.Ingress) {
 	i.Annotations[resources.AnnotationExtensionService] = "authz"
 	i.Annotations[resources.AnnotationExtensionServiceNamespace] = "auth"

@@ -131,10 +131,17 @@ func withStatus(marks ...func(*v1alpha1.Ingress)) ingOpt {
 	}
 }
 
+// envoyClusterIPs are the ClusterIPs of the Envoy Services envoy() makes.
+var envoyClusterIPs = map[string]string{"contour-external": "10.96.0.10", "contour-internal": "10.96.0.11"}
+
+// ready marks a KIngress Ready with the load balancers net-contour reports:
+// each fleet's Envoy Service by name and ClusterIP. The rows have only the
+// external fleet's Service, so the internal one is named without an IP.
 func ready(i *v1alpha1.Ingress) {
 	i.Status.MarkNetworkConfigured()
-	r := &Reconciler{}
-	i.Status.MarkLoadBalancerReady(r.loadBalancers(testCfg))
+	i.Status.MarkLoadBalancerReady(
+		[]v1alpha1.LoadBalancerIngressStatus{{DomainInternal: "envoy.contour-external.svc.cluster.local", IP: "10.96.0.10"}},
+		[]v1alpha1.LoadBalancerIngressStatus{{DomainInternal: "envoy.contour-internal.svc.cluster.local"}})
 }
 
 // readyAt marks Ready with the LoadBalancerReady transition at t.
@@ -172,7 +179,8 @@ func envoy(class string, ips ...string) []runtime.Object {
 	ns := class
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "envoy"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8080)}}},
+		Spec: corev1.ServiceSpec{ClusterIP: envoyClusterIPs[class],
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8080)}}},
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "envoy-abc", Labels: map[string]string{discoveryv1.LabelServiceName: "envoy"}},

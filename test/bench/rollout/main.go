@@ -36,7 +36,9 @@ type modeResult struct {
 	warm     []time.Duration
 	switched []time.Duration
 	probes   float64
-	panel    harness.PlotPanel
+	// Envoy's upstream retries over the mode's run, every pod of the fleet
+	retries float64
+	panel   harness.PlotPanel
 	// timeline of every swap and the failures placed on it
 	events   []swapEvents
 	failures []string
@@ -86,13 +88,14 @@ func main() {
 		}
 	}
 
-	fmt.Printf("\n%-8s %6s %9s %-22s %11s %-26s %-26s %-26s %s\n", "mode", "swaps", "requests", "non-2xx by code", "conn_errors",
+	fmt.Printf("\n%-8s %6s %9s %-22s %11s %7s %-26s %-26s %-26s %s\n", "mode", "swaps", "requests", "non-2xx by code", "conn_errors", "retries",
 		"ready p50/p90/p99 ms", "warm p50/p90/p99 ms", "switch p50/p90/p99 ms", "probes/rollout")
 	for _, m := range results {
-		fmt.Printf("%-8s %6d %9d %-22s %11d %-26s %-26s %-26s %s\n", m.name, m.swaps, m.summary.Requests, non2xx(m.summary), m.summary.ConnErrors,
+		fmt.Printf("%-8s %6d %9d %-22s %11d %7.0f %-26s %-26s %-26s %s\n", m.name, m.swaps, m.summary.Requests, non2xx(m.summary), m.summary.ConnErrors, m.retries,
 			pcts(m.ready), pcts(m.warm), pcts(m.switched), probesCell(m))
 	}
 	fmt.Printf("load: %d requests/s target over %d Envoy pods; release hold (hitless) as configured in config-contour\n", *rps, len(pods))
+	fmt.Println("retries: Envoy's upstream_rq_retry over the run, summed over the fleet's pods (the retry policy hides these from clients)")
 	for _, m := range results {
 		for i, f := range m.failures {
 			if i == 20 {
@@ -121,7 +124,7 @@ func main() {
 	}
 	line := "rollout:"
 	for _, m := range results {
-		line += fmt.Sprintf(" %s_failed=%d %s_requests=%d", m.name, m.summary.Failed(), m.name, m.summary.Requests)
+		line += fmt.Sprintf(" %s_failed=%d %s_requests=%d %s_retries=%.0f", m.name, m.summary.Failed(), m.name, m.summary.Requests, m.name, m.retries)
 		if m.name == "hitless" {
 			line += fmt.Sprintf(" ready_p50_ms=%d ready_p99_ms=%d",
 				harness.Percentile(m.ready, 50).Milliseconds(), harness.Percentile(m.ready, 99).Milliseconds())
@@ -165,6 +168,7 @@ func run(ctx context.Context, c *harness.Clients, mode string, pods []string, sw
 	load.Allow(name(0))
 	start := time.Now()
 	probesBefore := harness.Scrape(metricsURL, "hitless_probe_requests_total")
+	retriesBefore := c.EnvoyRetries(ctx, "contour-external")
 	lctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -212,6 +216,7 @@ func run(ctx context.Context, c *harness.Clients, mode string, pods []string, sw
 	if metricsURL != "" {
 		res.probes = (harness.Scrape(metricsURL, "hitless_probe_requests_total") - probesBefore) / float64(swaps)
 	}
+	res.retries = c.EnvoyRetries(ctx, "contour-external") - retriesBefore
 	res.summary = load.Summarize()
 	for _, r := range load.FailedResults() {
 		res.failures = append(res.failures, explain(r, res.events, targets[r.Target].Addr))
