@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"net"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,14 +15,10 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/utils/ptr"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"knative.dev/networking/pkg/http/header"
 
@@ -70,39 +64,14 @@ func (a *authServer) Check(_ context.Context, req *authv3.CheckRequest) (*authv3
 // EndpointSlice names that address.
 func startAuthServer(ctx context.Context, t *testing.T, c *harness.Clients, ns string) *authServer {
 	t.Helper()
-	api, err := url.Parse(c.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(api.Hostname(), "0"))
-	if err != nil {
-		t.Fatalf("listen on the stack's bridge address %s: %v", api.Hostname(), err)
-	}
-	port := int32(l.Addr().(*net.TCPAddr).Port)
+	l := listenOnBridge(t, c)
 	srv := grpc.NewServer()
 	a := &authServer{token: "let-me-in"}
 	a.allowProbes.Store(true)
 	authv3.RegisterAuthorizationServer(srv, a)
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
-
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "authz"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "grpc", Port: 9000, TargetPort: intstr.FromInt32(port)}}},
-	}
-	if _, err := c.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "authz", Labels: map[string]string{
-			discoveryv1.LabelServiceName: "authz", discoveryv1.LabelManagedBy: "hitless-e2e"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("grpc"), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{api.Hostname()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-	}
-	if _, err := c.Kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createHostService(ctx, t, c, ns, "authz", "grpc", 9000, l)
 	ext := &unstructured.Unstructured{Object: map[string]interface{}{
 		"apiVersion": "projectcontour.io/v1alpha1",
 		"kind":       "ExtensionService",

@@ -11,7 +11,6 @@ import (
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -260,37 +259,10 @@ func TestFaultBadInput(t *testing.T) {
 		return time.Since(start)
 	})
 	one("malformed-config-contour", func(t *testing.T) time.Duration {
-		cms := c.Kube.CoreV1().ConfigMaps(leaseNamespace)
-		orig, err := cms.Get(ctx, config.ContourConfigName, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			// Put back exactly what was there, whatever happened meanwhile.
-			for {
-				cur, err := cms.Get(context.Background(), config.ContourConfigName, metav1.GetOptions{})
-				if err != nil {
-					t.Errorf("restore config-contour: %v", err)
-					return
-				}
-				cur.Data = orig.Data
-				if _, err = cms.Update(context.Background(), cur, metav1.UpdateOptions{}); !apierrs.IsConflict(err) {
-					if err != nil {
-						t.Errorf("restore config-contour: %v", err)
-					}
-					return
-				}
-			}
-		})
-		bad := orig.DeepCopy()
-		if bad.Data == nil {
-			bad.Data = map[string]string{}
-		}
-		bad.Data[config.VisibilityKey] = "ExternalIP: [this is not a map"
 		before := metav1.Now().Rfc3339Copy() // events carry whole seconds
-		if _, err := cms.Update(ctx, bad, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		changeConfigContour(ctx, t, c, func(data map[string]string) {
+			data[config.VisibilityKey] = "ExternalIP: [this is not a map"
+		})
 		// An operator sees the rejection on the ConfigMap itself: a Warning
 		// event naming the key.
 		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
