@@ -136,6 +136,9 @@ func (c ClassBackends) Classes() []string {
 func BackendsOfProxy(p *contourv1.HTTPProxy) sets.Set[Backend] {
 	out := sets.New[Backend]()
 	for _, r := range p.Spec.Routes {
+		if isChallengeRoute(r) {
+			continue // never warmed nor held, see isChallengePath
+		}
 		for _, s := range r.Services {
 			b := Backend{Namespace: p.Namespace, Name: s.Name, Port: int32(s.Port), HostRewrite: hostRewriteOf(r, s)}
 			if s.Protocol != nil {
@@ -145,6 +148,16 @@ func BackendsOfProxy(p *contourv1.HTTPProxy) sets.Set[Backend] {
 		}
 	}
 	return out
+}
+
+// isChallengeRoute tells whether a route serves an ACME challenge path.
+func isChallengeRoute(r contourv1.Route) bool {
+	for _, c := range r.Conditions {
+		if c.Prefix != "" {
+			return isChallengePath(c.Prefix)
+		}
+	}
+	return false
 }
 
 // hostRewriteOf is the Host a route sends to one of its Services with, as

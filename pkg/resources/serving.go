@@ -214,6 +214,9 @@ func prefixesOf(paths []netv1alpha1.HTTPIngressPath) []string {
 	var out []string
 	for _, p := range paths {
 		prefix := prefixOf(p.Path)
+		if isChallengePath(p.Path) {
+			continue
+		}
 		if !seen.Has(prefix) {
 			seen.Insert(prefix)
 			out = append(out, prefix)
@@ -294,6 +297,9 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 	all := make([]netv1alpha1.HTTPIngressPath, 0, 2*len(paths))
 	all = append(all, paths...)
 	for _, p := range paths {
+		if isChallengePath(p.Path) {
+			continue // never probed: no probe route
+		}
 		pp := *p.DeepCopy()
 		pp.Headers = map[string]netv1alpha1.HeaderMatch{header.HashKey: {Exact: header.HashValueOverride}}
 		if pp.AppendHeaders == nil {
@@ -322,6 +328,13 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 		services, err := makeServices(ing, p.Splits, resolve)
 		if err != nil {
 			return nil, err
+		}
+		if isChallengePath(p.Path) {
+			// The solver speaks plain HTTP/1.1 whatever its port is named,
+			// as net-contour sends it.
+			for i := range services {
+				services[i].Protocol = nil
+			}
 		}
 
 		route := contourv1.Route{

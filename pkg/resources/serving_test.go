@@ -49,6 +49,18 @@ func resolverOf(svcs ...*corev1.Service) Resolver {
 	}
 }
 
+// challengePath is the path Serving's auto-TLS puts in front of the
+// external rule for a pending ACME HTTP-01 challenge.
+func challengePath(token string) netv1alpha1.HTTPIngressPath {
+	return netv1alpha1.HTTPIngressPath{
+		Path: "/.well-known/acme-challenge/" + token,
+		Splits: []netv1alpha1.IngressBackendSplit{{
+			IngressBackend: netv1alpha1.IngressBackend{ServiceNamespace: ns, ServiceName: "cm-acme-http-solver", ServicePort: intstr.FromInt(8089)},
+			Percent:        100,
+		}},
+	}
+}
+
 func kingress(mods ...func(*netv1alpha1.Ingress)) *netv1alpha1.Ingress {
 	ing := &netv1alpha1.Ingress{
 		ObjectMeta: metav1.ObjectMeta{
@@ -235,6 +247,38 @@ func TestMakeServing(t *testing.T) {
 			"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80}),
 			"contour-internal": setOf(Backend{Namespace: ns, Name: "blue", Port: 80}),
 		},
+	}, {
+		name: "an ACME challenge path is served over plain HTTP/1.1 to the solver, with no probe route, and its backend is neither warmed nor held",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.Rules[0].HTTP.Paths = append([]netv1alpha1.HTTPIngressPath{challengePath("tok")}, ing.Spec.Rules[0].HTTP.Paths...)
+		}),
+		// A solver port named http2 would otherwise make the cluster h2c.
+		svcs: []*corev1.Service{svc("blue"), svc("cm-acme-http-solver", corev1.ServicePort{Name: "http2", Port: 8089})},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			m := meta(ing, "contour-external", "hello.example.com")
+			m.Annotations[AnnotationHash] = hash
+			return []*contourv1.HTTPProxy{{
+				ObjectMeta: m,
+				Spec: contourv1.HTTPProxySpec{
+					IngressClassName: "contour-external",
+					VirtualHost:      &contourv1.VirtualHost{Fqdn: "hello.example.com"},
+					Routes: []contourv1.Route{{
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/.well-known/acme-challenge/tok"}},
+						Services:         []contourv1.Service{{Name: "cm-acme-http-solver", Port: 8089, Weight: 100}},
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
+					}, {
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/"}},
+						Services:         []contourv1.Service{blue},
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
+					}, probeRoute("/", hash, blue)},
+				},
+			}}
+		},
+		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
 	}, {
 		name: "weighted splits keep their weights, a 0% split gets no route, and headers are set before and after the split",
 		ing: kingress(func(ing *netv1alpha1.Ingress) {
@@ -617,6 +661,8 @@ func TestProbeTargets(t *testing.T) {
 			Path:   "/v2",
 			Splits: ing.Spec.Rules[0].HTTP.Paths[0].Splits,
 		})
+		// Copied to secure.example.com below: challenge paths are never probed.
+		ing.Spec.Rules[0].HTTP.Paths = append([]netv1alpha1.HTTPIngressPath{challengePath("tok")}, ing.Spec.Rules[0].HTTP.Paths...)
 		ing.Spec.Rules = append(ing.Spec.Rules, netv1alpha1.IngressRule{
 			Hosts:      []string{"hello.ns.svc.cluster.local"},
 			Visibility: netv1alpha1.IngressVisibilityClusterLocal,

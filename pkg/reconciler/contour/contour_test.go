@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgotesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
@@ -442,6 +443,17 @@ func TestReconcile(t *testing.T) {
 			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
+		Name: "an ACME challenge path added to a served KIngress: the serving proxy is updated in place, no warm for the solver, only the served paths probed",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(blueServing.Proxies), []runtime.Object{
+			ing("blue", withChallenge, withStatus(ready), func(i *v1alpha1.Ingress) { i.Status.ObservedGeneration = 1 }),
+			service("blue"), service("solver"),
+		}),
+		WantUpdates: []clientgotesting.UpdateActionImpl{update(serving(t, ing("blue", withChallenge)).Proxies[0])},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withChallenge, withStatus(ready,
+			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
 		Name: "authorization asked for a host without TLS is bad input: nothing is written, the served proxy stays as it is",
 		Key:  "default/hello",
 		Objects: objs(pods, proxies(blueServing.Proxies), []runtime.Object{
@@ -563,6 +575,18 @@ func TestDescribeWaiting(t *testing.T) {
 
 // withAuthorization puts the KIngress's hosts behind the ExtensionService
 // auth/authz, with the certificate Contour requires for that.
+// withChallenge puts a pending ACME HTTP-01 challenge's path in front of
+// the first rule's, as Serving's auto-TLS does.
+func withChallenge(i *v1alpha1.Ingress) {
+	i.Spec.Rules[0].HTTP.Paths = append([]v1alpha1.HTTPIngressPath{{
+		Path: "/.well-known/acme-challenge/tok",
+		Splits: []v1alpha1.IngressBackendSplit{{
+			IngressBackend: v1alpha1.IngressBackend{ServiceNamespace: testNS, ServiceName: "solver", ServicePort: intstr.FromInt(80)},
+			Percent:        100,
+		}},
+	}}, i.Spec.Rules[0].HTTP.Paths...)
+}
+
 func withAnnotation(k, v string) ingOpt {
 	return func(i *v1alpha1.Ingress) { i.Annotations[k] = v }
 }
