@@ -237,16 +237,31 @@ func (p *Prober) Start(done <-chan struct{}) {
 	}()
 }
 
+// ExpectedHashAnnotation, on the KIngress given to IsReady, is the
+// K-Network-Hash its routes answer with once served. Without it the hash is
+// Knative's of the KIngress spec (ingress.ComputeHash).
+const ExpectedHashAnnotation = "hitless.knative.dev/hash"
+
+func expectedHash(ing *v1alpha1.Ingress) (string, error) {
+	if h := ing.Annotations[ExpectedHashAnnotation]; h != "" {
+		return h, nil
+	}
+	sum, err := ingress.ComputeHash(ing)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%x", sum[:]), nil
+}
+
 // IsReady tells whether every Envoy pod serves ing at its hash, starting a
 // round when there is none for this hash. Until the round is confirmed,
 // each call brings its pods up to date with the fleet.
 func (p *Prober) IsReady(ctx context.Context, ing *v1alpha1.Ingress) (Progress, error) {
 	key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
-	sum, err := ingress.ComputeHash(ing)
+	hash, err := expectedHash(ing)
 	if err != nil {
 		return Progress{}, fmt.Errorf("failed to compute the hash of %s: %w", key, err)
 	}
-	hash := fmt.Sprintf("%x", sum[:])
 
 	p.mu.Lock()
 	r, ok := p.rounds[key]

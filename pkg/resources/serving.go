@@ -2,7 +2,9 @@ package resources
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -52,10 +54,12 @@ type vhost struct {
 func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver) (*Serving, error) {
 	cfg := config.FromContextOrDefaults(ctx).Contour
 
-	hash, err := Hash(ing)
-	if err != nil {
+	// The spec must hash (Knative's check of a KIngress); the hash the
+	// probe routes carry is that of the proxies themselves, see servedHash.
+	if _, err := Hash(ing); err != nil {
 		return nil, err
 	}
+	hash := pendingHash
 	keys, vhosts, err := vhostsOf(cfg, ing)
 	if err != nil {
 		return nil, err
@@ -100,7 +104,56 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 		// backend served now and the same one desired compare equal.
 		out.Backends.Add(k.class, BackendsOfProxy(p).UnsortedList()...)
 	}
+	out.Hash = servedHash(out.Proxies)
+	for _, p := range out.Proxies {
+		setHash(p, out.Hash)
+	}
 	return out, nil
+}
+
+// pendingHash stands in for the hash in the probe routes until the proxies
+// it is computed from are complete.
+const pendingHash = "hitless-pending-hash"
+
+// servedHash is the K-Network-Hash of a KIngress's serving proxies: a digest
+// of everything Envoy is asked to serve for it (each proxy's spec, with the
+// hash itself left out). Knative's hash of the KIngress spec misses what
+// else shapes the routes: config-contour (timeouts, retries, classes),
+// config-network (internal TLS), a backend Service's port names (its
+// protocol). With that hash, a change of those alone would be confirmed by
+// the probe round of the unchanged spec, which every Envoy pod still
+// answered with the old routes, and the old backends released after the
+// hold without any pod having confirmed the switch. With this one, every
+// change of what is served is a new hash, probed on every pod.
+func servedHash(proxies []*contourv1.HTTPProxy) string {
+	h := sha256.New()
+	for _, p := range proxies {
+		b, err := json.Marshal(p.Spec)
+		if err != nil {
+			// A spec of plain strings, numbers and slices always
+			// marshals; its name keeps the hash distinct regardless.
+			b = []byte(p.Name)
+		}
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// setHash puts the hash in the proxy's annotation and its probe routes.
+func setHash(p *contourv1.HTTPProxy, hash string) {
+	p.Annotations[AnnotationHash] = hash
+	for i := range p.Spec.Routes {
+		hp := p.Spec.Routes[i].RequestHeadersPolicy
+		if hp == nil {
+			continue
+		}
+		for j := range hp.Set {
+			if hp.Set[j].Name == header.HashKey && hp.Set[j].Value == pendingHash {
+				hp.Set[j].Value = hash
+			}
+		}
+	}
 }
 
 // Hash is the K-Network-Hash of a KIngress: the value its probe routes set

@@ -550,17 +550,67 @@ func TestMakeServing(t *testing.T) {
 			if err != nil {
 				t.Fatalf("MakeServing() = %v", err)
 			}
-			hash := hashOf(t, tc.ing)
-			if got.Hash != hash {
-				t.Errorf("Hash = %q, want %q", got.Hash, hash)
+			// The hash is the digest of the proxies as they are without it.
+			if want := servedHash(tc.want(tc.ing, pendingHash)); got.Hash != want {
+				t.Errorf("Hash = %q, want %q", got.Hash, want)
 			}
-			if diff := cmp.Diff(tc.want(tc.ing, hash), got.Proxies); diff != "" {
+			if diff := cmp.Diff(tc.want(tc.ing, got.Hash), got.Proxies); diff != "" {
 				t.Errorf("proxies (-want, +got):\n%s", diff)
 			}
 			if !got.Backends.Equal(tc.backend) {
 				t.Errorf("Backends = %v, want %v", got.Backends, tc.backend)
 			}
 		})
+	}
+}
+
+// TestServedHashFollowsWhatIsServed: the hash the probe routes carry changes
+// with anything that changes what Envoy serves for the KIngress, its spec or
+// not, and with nothing else; so a probe round confirms exactly the routes
+// being switched to.
+func TestServedHashFollowsWhatIsServed(t *testing.T) {
+	hashOf := func(ctx context.Context, ing *netv1alpha1.Ingress, svcs ...*corev1.Service) string {
+		t.Helper()
+		got, err := MakeServing(ctx, ing, resolverOf(svcs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.Hash
+	}
+	noRetries := config.DefaultContour()
+	noRetries.RetryPolicy = nil
+	base := hashOf(context.Background(), kingress(), svc("blue"))
+	for _, tc := range []struct {
+		name string
+		hash string
+		same bool
+	}{{
+		name: "the same KIngress and configuration",
+		hash: hashOf(context.Background(), kingress(), svc("blue")),
+		same: true,
+	}, {
+		name: "an annotation of the KIngress alone (copied to the proxies' metadata, not their routes)",
+		hash: hashOf(context.Background(), kingress(func(ing *netv1alpha1.Ingress) { ing.Annotations["example.com/team"] = "a" }), svc("blue")),
+		same: true,
+	}, {
+		name: "another generation of the same spec",
+		hash: hashOf(context.Background(), kingress(func(ing *netv1alpha1.Ingress) { ing.Generation++ }), svc("blue")),
+		same: true,
+	}, {
+		name: "a header the spec adds",
+		hash: hashOf(context.Background(), kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.Rules[0].HTTP.Paths[0].AppendHeaders = map[string]string{"X-A": "1"}
+		}), svc("blue")),
+	}, {
+		name: "config-contour's retry policy",
+		hash: hashOf(config.ToContext(context.Background(), &config.Config{Contour: noRetries}), kingress(), svc("blue")),
+	}, {
+		name: "the backend Service's port renamed http2 (the upstream protocol becomes h2c)",
+		hash: hashOf(context.Background(), kingress(), svc("blue", corev1.ServicePort{Name: "http2", Port: 80})),
+	}} {
+		if same := tc.hash == base; same != tc.same {
+			t.Errorf("%s: hash equal to the base's = %v, want %v", tc.name, same, tc.same)
+		}
 	}
 }
 

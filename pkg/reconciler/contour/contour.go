@@ -194,7 +194,7 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 
 	if !wasReady || wrote {
 		readySince = time.Time{}
-		if done, err := r.awaitProbe(ctx, ing, ing, desired.Backends, ReasonSwitching, r.current(ing, desired.Proxies)); !done || err != nil {
+		if done, err := r.awaitProbe(ctx, ing, withExpectedHash(ing, desired.Hash), desired.Backends, ReasonSwitching, r.current(ing, desired.Proxies)); !done || err != nil {
 			return err
 		}
 		r.metrics.phaseDone(ctx, ReasonSwitching, ing, r.clock())
@@ -652,6 +652,19 @@ func backendStrings(c resources.ClassBackends) []string {
 		}
 	}
 	return out
+}
+
+// withExpectedHash is the KIngress as the prober is given it: with the hash
+// its serving proxies answer with (resources.servedHash), not the one of its
+// spec alone. A shallow copy: only the annotations are new.
+func withExpectedHash(ing *v1alpha1.Ingress, hash string) *v1alpha1.Ingress {
+	out := *ing
+	out.Annotations = make(map[string]string, len(ing.Annotations)+1)
+	for k, v := range ing.Annotations {
+		out.Annotations[k] = v
+	}
+	out.Annotations[probe.ExpectedHashAnnotation] = hash
+	return &out
 }
 
 // loadBalancers names the Envoy Services as the KIngress's public and

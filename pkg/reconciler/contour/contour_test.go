@@ -17,6 +17,7 @@ import (
 	"knative.dev/pkg/kmeta"
 	rtesting "knative.dev/pkg/reconciler/testing"
 
+	"github.com/hitless/hitless/pkg/config"
 	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/resources"
 )
@@ -30,6 +31,9 @@ func TestReconcile(t *testing.T) {
 	greenServing := serving(t, green)
 	warmGreen := warm(t, green, backends("blue", "green"), backends("green"))
 	annotatedGreen := serving(t, ing("green", withAnnotation("example.com/team", "payments")))
+	noRetries := config.DefaultContour()
+	noRetries.RetryPolicy = nil
+	greenNoRetries := servingWith(t, &config.Config{Contour: noRetries}, green)
 	clusterDomainHost := func(opts ...ingOpt) *v1alpha1.Ingress {
 		return ing("blue", append([]ingOpt{withHosts("hello.default.svc.cluster.local")}, opts...)...)
 	}
@@ -200,6 +204,19 @@ func TestReconcile(t *testing.T) {
 		WantCreates: proxies(clusterDomainServing.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(clusterDomainHost(withStatus(
 			waiting(ReasonSwitching, "0/1 Envoy pods of contour-internal serve default/blue:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
+		Name: "a config-contour change of what the routes do (retries off) rewrites the serving proxy and is probed again at the proxies' new hash",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(greenServing.Proxies), []runtime.Object{
+			ing("green", withStatus(ready)), service("green"),
+		}),
+		// The old routes' round was confirmed; it must not stand for the new ones.
+		OtherTestData: map[string]interface{}{configKey: &config.Config{Contour: noRetries},
+			proberKey: &fakeProber{ready: map[string]bool{greenServing.Hash: true}}},
+		WantUpdates: []clientgotesting.UpdateActionImpl{update(greenNoRetries.Proxies[0])},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
+			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/green:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		Name: "a KIngress of another class is left untouched",
