@@ -68,7 +68,8 @@ prepare() {
   mkdir -p "$state/logs"
   build
   kubectl get namespace "$ns" >/dev/null 2>&1 || kubectl create namespace "$ns" >/dev/null
-  kubectl apply -f "$repo/config/config-contour.yaml" -f "$repo/config/config-leader-election-hitless.yaml" >/dev/null
+  kubectl apply -f "$repo/config/config-contour.yaml" -f "$repo/config/config-leader-election-hitless.yaml" \
+    -f "$repo/config/300-routing-ca-delegation.yaml" >/dev/null
   kubectl apply -f "$repo/third_party/knative-networking/config-network.yaml" >/dev/null
   # Metrics as Prometheus on loopback, for the benchmarks to read.
   kubectl create configmap config-observability -n "$ns" \

@@ -14,10 +14,63 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"knative.dev/networking/pkg/certificates"
+	netcfg "knative.dev/networking/pkg/config"
+	"knative.dev/pkg/system"
 )
 
-// ProtocolH2C is Contour's upstream protocol for cleartext HTTP/2.
-const ProtocolH2C = "h2c"
+// Contour's upstream protocols: cleartext HTTP/2, and HTTP/1.1 (tls) or
+// HTTP/2 (h2) over TLS; none is cleartext HTTP/1.1.
+const (
+	ProtocolH2C = "h2c"
+	ProtocolTLS = "tls"
+	ProtocolH2  = "h2"
+)
+
+// encrypted is the backend reached over TLS, as Knative's system-internal-tls
+// asks of the ingress: HTTP/2 backends over h2, the others over tls (the
+// activator and queue-proxy serve both on their TLS ports).
+func (b Backend) encrypted() Backend {
+	if b.Protocol == ProtocolH2C {
+		b.Protocol = ProtocolH2
+	} else {
+		b.Protocol = ProtocolTLS
+	}
+	return b
+}
+
+// upstreamValidation is how Envoy verifies the certificate of a backend it
+// reaches over TLS: signed by Serving's routing CA (the Secret
+// routing-serving-certs in Serving's namespace, which the
+// TLSCertificateDelegation of config/ lets every namespace's proxies name)
+// and issued to the backend's namespace (kn-user-<namespace>, the
+// queue-proxy) or to Knative's routing (kn-routing, the activator). It
+// follows from the backend alone, so the warm route of a backend validates
+// exactly as its serving route does: validation is part of Contour's
+// cluster, and a warm route validating otherwise would warm another one.
+func upstreamValidation(b Backend) *contourv1.UpstreamValidation {
+	if b.Protocol != ProtocolTLS && b.Protocol != ProtocolH2 {
+		return nil
+	}
+	user := certificates.DataPlaneUserSAN(b.Namespace)
+	return &contourv1.UpstreamValidation{
+		CACertificate: system.Namespace() + "/" + netcfg.ServingRoutingCertName,
+		SubjectName:   user,
+		SubjectNames:  []string{user, certificates.DataPlaneRoutingSAN},
+	}
+}
+
+// contourService is a backend as a route names it: the fields Contour makes
+// the backend's cluster of, so a serving route and a warm route of one
+// Backend share a cluster.
+func contourService(b Backend, weight int64) contourv1.Service {
+	svc := contourv1.Service{Name: b.Name, Port: int(b.Port), Weight: weight, UpstreamValidation: upstreamValidation(b)}
+	if b.Protocol != "" {
+		proto := b.Protocol
+		svc.Protocol = &proto
+	}
+	return svc
+}
 
 // Backend is one upstream as Contour turns it into an Envoy cluster: a port
 // of a Service, the upstream protocol, and the Host the route rewrites to.

@@ -52,7 +52,9 @@ type vhost struct {
 // ingress.InsertProbe. Backends are resolved through resolve; its errors are
 // returned as they are so the caller can tell bad input from a failed read.
 func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver) (*Serving, error) {
-	cfg := config.FromContextOrDefaults(ctx).Contour
+	full := config.FromContextOrDefaults(ctx)
+	cfg := full.Contour
+	internalTLS := full.Network != nil && full.Network.SystemInternalTLSEnabled()
 
 	// The spec must hash (Knative's check of a KIngress); the hash the
 	// probe routes carry is that of the proxies themselves, see servedHash.
@@ -79,7 +81,7 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 		if auth != nil && tls == nil {
 			return nil, authorizationNeedsTLS(ing, k.host)
 		}
-		routes, err := makeRoutes(ing, cfg, v.paths, tls != nil, auth != nil, hash, resolve)
+		routes, err := makeRoutes(ing, cfg, v.paths, tls != nil, auth != nil, internalTLS, hash, resolve)
 		if err != nil {
 			return nil, err
 		}
@@ -344,7 +346,7 @@ func secretRef(proxyNS, ns, name string) string {
 // the KIngress hash, which Knative backends echo. Unlike ingress.InsertProbe
 // they drop the path's own header matches, which a probe cannot carry: that
 // keeps every prefix probeable.
-func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alpha1.HTTPIngressPath, tls, authorized bool, hash string, resolve Resolver) ([]contourv1.Route, error) {
+func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alpha1.HTTPIngressPath, tls, authorized, internalTLS bool, hash string, resolve Resolver) ([]contourv1.Route, error) {
 	var routes []contourv1.Route
 	seen := sets.New[string]()
 	all := make([]netv1alpha1.HTTPIngressPath, 0, 2*len(paths))
@@ -378,16 +380,9 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 		}
 		seen.Insert(ck)
 
-		services, err := makeServices(ing, p.Splits, resolve)
+		services, err := makeServices(ing, p, internalTLS, resolve)
 		if err != nil {
 			return nil, err
-		}
-		if isChallengePath(p.Path) {
-			// The solver speaks plain HTTP/1.1 whatever its port is named,
-			// as net-contour sends it.
-			for i := range services {
-				services[i].Protocol = nil
-			}
 		}
 
 		route := contourv1.Route{
@@ -420,7 +415,16 @@ func retryPolicyFor(cfg *config.Contour, probe bool) *contourv1.RetryPolicy {
 	return cfg.RetryPolicy.DeepCopy()
 }
 
-func makeServices(ing *netv1alpha1.Ingress, splits []netv1alpha1.IngressBackendSplit, resolve Resolver) ([]contourv1.Service, error) {
+// makeServices turns the splits of a path into the Services of its route.
+// Under system-internal-tls every backend is reached over TLS and
+// validated (Backend.encrypted, upstreamValidation), except two: an ACME
+// challenge's solver, which speaks plain HTTP/1.1 whatever its port is
+// named (net-contour sends it so too), and a DomainMapping's route to
+// Knative's internal load balancer (rewriteHost with K-Original-Host on the
+// split), which is Envoy itself, serving h2c and no certificate Serving
+// issued.
+func makeServices(ing *netv1alpha1.Ingress, p netv1alpha1.HTTPIngressPath, internalTLS bool, resolve Resolver) ([]contourv1.Service, error) {
+	splits := p.Splits
 	if len(splits) == 0 {
 		return nil, &SpecError{Reason: "PathWithoutSplits", Message: "a path of the KIngress has no splits: every path needs at least one backend"}
 	}
@@ -455,15 +459,17 @@ func makeServices(ing *netv1alpha1.Ingress, splits []netv1alpha1.IngressBackendS
 		if err != nil {
 			return nil, err
 		}
-		svc := contourv1.Service{
-			Name:                 b.Name,
-			Port:                 int(b.Port),
-			Weight:               weight,
-			RequestHeadersPolicy: headersPolicy(s.AppendHeaders, ""),
+		_, mapped := s.AppendHeaders[header.OriginalHostKey]
+		switch {
+		case isChallengePath(p.Path):
+			b.Protocol = ""
+		case internalTLS && p.RewriteHost != "" && mapped:
+			b.Protocol = ProtocolH2C
+		case internalTLS:
+			b = b.encrypted()
 		}
-		if b.Protocol != "" {
-			svc.Protocol = &b.Protocol
-		}
+		svc := contourService(b, weight)
+		svc.RequestHeadersPolicy = headersPolicy(s.AppendHeaders, "")
 		services = append(services, svc)
 	}
 	return services, nil

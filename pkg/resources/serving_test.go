@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"knative.dev/networking/pkg/apis/networking"
 	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
+	netcfg "knative.dev/networking/pkg/config"
 	"knative.dev/networking/pkg/http/header"
 	"knative.dev/pkg/kmeta"
 
@@ -149,6 +150,7 @@ func TestMakeServing(t *testing.T) {
 		name    string
 		ing     *netv1alpha1.Ingress
 		cfg     *config.Contour
+		network map[string]string // config-network's data
 		svcs    []*corev1.Service
 		want    func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy
 		backend ClassBackends
@@ -279,6 +281,78 @@ func TestMakeServing(t *testing.T) {
 			}}
 		},
 		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
+	}, {
+		name:    "system-internal-tls: backends are reached over tls (h2 for HTTP/2 ports) and validated against Serving's routing CA; a DomainMapping's route to the internal Envoy stays h2c, an ACME solver plain",
+		network: map[string]string{"system-internal-tls": "enabled"},
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			main := ing.Spec.Rules[0].HTTP.Paths[0]
+			main.Splits = append(main.Splits, netv1alpha1.IngressBackendSplit{
+				IngressBackend: netv1alpha1.IngressBackend{ServiceNamespace: ns, ServiceName: "grpc", ServicePort: intstr.FromInt(81)}, Percent: 50})
+			main.Splits[0].Percent = 50
+			mapped := netv1alpha1.HTTPIngressPath{
+				Path:        "/mapped",
+				RewriteHost: "hello.ns.svc.cluster.local",
+				Splits: []netv1alpha1.IngressBackendSplit{{
+					IngressBackend: netv1alpha1.IngressBackend{ServiceNamespace: ns, ServiceName: "internal-lb", ServicePort: intstr.FromInt(80)},
+					Percent:        100,
+					AppendHeaders:  map[string]string{"K-Original-Host": "hello.example.com"},
+				}},
+			}
+			ing.Spec.Rules[0].HTTP.Paths = []netv1alpha1.HTTPIngressPath{challengePath("tok"), mapped, main}
+		}),
+		svcs: []*corev1.Service{svc("blue"), svc("grpc", corev1.ServicePort{Name: "http2", Port: 81}),
+			svc("internal-lb", corev1.ServicePort{Name: "http2", Port: 80}), svc("cm-acme-http-solver", corev1.ServicePort{Name: "http", Port: 8089})},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			m := meta(ing, "contour-external", "hello.example.com")
+			m.Annotations[AnnotationHash] = hash
+			validated := &contourv1.UpstreamValidation{
+				CACertificate: "knative-testing/routing-serving-certs",
+				SubjectName:   "kn-user-ns",
+				SubjectNames:  []string{"kn-user-ns", "kn-routing"},
+			}
+			tls, h2, h2c := "tls", "h2", "h2c"
+			split := []contourv1.Service{
+				{Name: "blue", Port: 80, Weight: 50, Protocol: &tls, UpstreamValidation: validated},
+				{Name: "grpc", Port: 81, Weight: 50, Protocol: &h2, UpstreamValidation: validated},
+			}
+			mapped := []contourv1.Service{{Name: "internal-lb", Port: 80, Weight: 100, Protocol: &h2c,
+				RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: "K-Original-Host", Value: "hello.example.com"}}}}}
+			rewrite := &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: "Host", Value: "hello.ns.svc.cluster.local"}}}
+			mappedProbe := probeRoute("/mapped", hash, mapped...)
+			mappedProbe.RequestHeadersPolicy.Set = append(mappedProbe.RequestHeadersPolicy.Set, rewrite.Set...)
+			return []*contourv1.HTTPProxy{{
+				ObjectMeta: m,
+				Spec: contourv1.HTTPProxySpec{
+					IngressClassName: "contour-external",
+					VirtualHost:      &contourv1.VirtualHost{Fqdn: "hello.example.com"},
+					Routes: []contourv1.Route{{
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/.well-known/acme-challenge/tok"}},
+						Services:         []contourv1.Service{{Name: "cm-acme-http-solver", Port: 8089, Weight: 100}},
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
+					}, {
+						Conditions:           []contourv1.MatchCondition{{Prefix: "/mapped"}},
+						Services:             mapped,
+						EnableWebsockets:     true,
+						TimeoutPolicy:        infinite,
+						RequestHeadersPolicy: rewrite,
+						RetryPolicy:          config.DefaultRetryPolicy(),
+					}, {
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/"}},
+						Services:         split,
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
+					}, mappedProbe, probeRoute("/", hash, split...)},
+				},
+			}}
+		},
+		backend: ClassBackends{"contour-external": setOf(
+			Backend{Namespace: ns, Name: "blue", Port: 80, Protocol: "tls"},
+			Backend{Namespace: ns, Name: "grpc", Port: 81, Protocol: "h2"},
+			Backend{Namespace: ns, Name: "internal-lb", Port: 80, Protocol: "h2c", HostRewrite: "hello.ns.svc.cluster.local"},
+		)},
 	}, {
 		name: "weighted splits keep their weights, a 0% split gets no route, and headers are set before and after the split",
 		ing: kingress(func(ing *netv1alpha1.Ingress) {
@@ -543,8 +617,16 @@ func TestMakeServing(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			if tc.cfg != nil {
-				ctx = config.ToContext(ctx, &config.Config{Contour: tc.cfg})
+			if tc.cfg != nil || tc.network != nil {
+				cc := tc.cfg
+				if cc == nil {
+					cc = config.DefaultContour()
+				}
+				network, err := netcfg.NewConfigFromMap(tc.network)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx = config.ToContext(ctx, &config.Config{Contour: cc, Network: network})
 			}
 			got, err := MakeServing(ctx, tc.ing, resolverOf(tc.svcs...))
 			if err != nil {

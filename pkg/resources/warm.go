@@ -112,11 +112,7 @@ func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probe ClassBa
 			},
 		}
 		for _, b := range SortedBackends(keep[class]) {
-			svc := contourv1.Service{Name: b.Name, Port: int(b.Port), Weight: 100}
-			if b.Protocol != "" {
-				proto := b.Protocol
-				svc.Protocol = &proto
-			}
+			svc := contourService(b, 100)
 			p.Spec.Routes = append(p.Spec.Routes, contourv1.Route{
 				// Only probes match: the warm host is no way in for users.
 				// It has no TLS, so no authorization server either; asking

@@ -6,11 +6,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
+	netcfg "knative.dev/networking/pkg/config"
 	"knative.dev/networking/pkg/http/header"
 	"knative.dev/pkg/kmeta"
 
+	"github.com/hitless/hitless/pkg/config"
 	"github.com/hitless/hitless/pkg/resources/names"
 )
 
@@ -146,5 +151,54 @@ func TestWarmHashChangesWithTheBackendSet(t *testing.T) {
 	}
 	if _, ok := IsWarmKey(a.Probe.Name); !ok {
 		t.Errorf("probe KIngress %q is not recognised as a warm key", a.Probe.Name)
+	}
+}
+
+// TestWarmRoutesBuildTheServedClusters: what makes Contour's cluster of a
+// backend (Service, port, protocol, upstream validation) is the same on the
+// warm route as on the serving route, with system-internal-tls too, where
+// the protocol and the validation come from config-network rather than the
+// Service; otherwise warming would warm another cluster than the one the
+// switch routes to.
+func TestWarmRoutesBuildTheServedClusters(t *testing.T) {
+	for _, tls := range []string{"disabled", "enabled"} {
+		network, err := netcfg.NewConfigFromMap(map[string]string{"system-internal-tls": tls})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := config.ToContext(context.Background(), &config.Config{Contour: config.DefaultContour(), Network: network})
+		ing := kingress(func(ing *netv1alpha1.Ingress) {
+			p := &ing.Spec.Rules[0].HTTP.Paths[0]
+			p.Splits = append(p.Splits, netv1alpha1.IngressBackendSplit{
+				IngressBackend: netv1alpha1.IngressBackend{ServiceNamespace: ns, ServiceName: "grpc", ServicePort: intstr.FromInt(81)}, Percent: 50})
+			p.Splits[0].Percent = 50
+		})
+		s, err := MakeServing(ctx, ing, resolverOf(svc("blue"), svc("grpc", corev1.ServicePort{Name: "http2", Port: 81})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := MakeWarm(ctx, ing, s.Backends, s.Backends)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cluster := func(svc contourv1.Service) contourv1.Service {
+			return contourv1.Service{Name: svc.Name, Port: svc.Port, Protocol: svc.Protocol, UpstreamValidation: svc.UpstreamValidation}
+		}
+		served := map[string]contourv1.Service{}
+		for _, svc := range s.Proxies[0].Spec.Routes[0].Services {
+			served[svc.Name] = cluster(svc)
+		}
+		warmed := map[string]contourv1.Service{}
+		for _, r := range w.Proxies[0].Spec.Routes {
+			for _, svc := range r.Services {
+				warmed[svc.Name] = cluster(svc)
+			}
+		}
+		if diff := cmp.Diff(served, warmed); diff != "" {
+			t.Errorf("system-internal-tls %s: clusters of the serving route (-) and of the warm routes (+):\n%s", tls, diff)
+		}
+		if tls == "enabled" && served["blue"].UpstreamValidation == nil {
+			t.Errorf("system-internal-tls enabled: the serving route does not validate its backend: %+v", served["blue"])
+		}
 	}
 }

@@ -66,23 +66,30 @@ func createHostService(ctx context.Context, t *testing.T, c *harness.Clients, ns
 // and, when the test ends, puts back exactly the data that was there.
 func changeConfigContour(ctx context.Context, t *testing.T, c *harness.Clients, change func(data map[string]string)) {
 	t.Helper()
+	changeConfigMap(ctx, t, c, config.ContourConfigName, change)
+}
+
+// changeConfigMap applies change to the data of a ConfigMap of the
+// controller's namespace and, when the test ends, puts back exactly the
+// data that was there, whatever happened meanwhile.
+func changeConfigMap(ctx context.Context, t *testing.T, c *harness.Clients, name string, change func(data map[string]string)) {
+	t.Helper()
 	cms := c.Kube.CoreV1().ConfigMaps(leaseNamespace)
-	orig, err := cms.Get(ctx, config.ContourConfigName, metav1.GetOptions{})
+	orig, err := cms.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		// Whatever happened meanwhile.
 		for {
-			cur, err := cms.Get(context.Background(), config.ContourConfigName, metav1.GetOptions{})
+			cur, err := cms.Get(context.Background(), name, metav1.GetOptions{})
 			if err != nil {
-				t.Errorf("restore config-contour: %v", err)
+				t.Errorf("restore %s: %v", name, err)
 				return
 			}
 			cur.Data = orig.Data
 			if _, err = cms.Update(context.Background(), cur, metav1.UpdateOptions{}); !apierrs.IsConflict(err) {
 				if err != nil {
-					t.Errorf("restore config-contour: %v", err)
+					t.Errorf("restore %s: %v", name, err)
 				}
 				return
 			}

@@ -310,7 +310,13 @@ func (r *Reconciler) resolver(ing *v1alpha1.Ingress) resources.Resolver {
 }
 
 // backendExists looks a held backend up, tracking its Service so that its
-// deletion re-reconciles the KIngress.
+// deletion re-reconciles the KIngress. A backend exists while its Service
+// has its port: Contour refuses a proxy naming anything else, so a warm
+// proxy holding it would stop holding anything. Its protocol and Host
+// rewrite are the route's to say, not the Service's (the route names them,
+// and config-network's system-internal-tls turns a plain port into tls),
+// so a Service whose port was renamed still has the served cluster held
+// until the switch away from it is confirmed.
 func (r *Reconciler) backendExists(ing *v1alpha1.Ingress) func(resources.Backend) bool {
 	return func(b resources.Backend) bool {
 		_ = r.tracker.TrackReference(tracker.Reference{APIVersion: "v1", Kind: "Service", Namespace: b.Namespace, Name: b.Name}, ing)
@@ -320,13 +326,8 @@ func (r *Reconciler) backendExists(ing *v1alpha1.Ingress) func(resources.Backend
 		} else if err != nil {
 			return true // unknown: keep holding it
 		}
-		got, err := resources.ResolveFromService(svc, intstr.FromInt32(b.Port))
-		if err != nil {
-			return false
-		}
-		// The rewrite is the route's, not the Service's.
-		got.HostRewrite = b.HostRewrite
-		return got == b
+		_, err = resources.ResolveFromService(svc, intstr.FromInt32(b.Port))
+		return err == nil
 	}
 }
 

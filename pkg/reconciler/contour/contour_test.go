@@ -14,6 +14,7 @@ import (
 	clientgotesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
+	netcfg "knative.dev/networking/pkg/config"
 	"knative.dev/pkg/kmeta"
 	rtesting "knative.dev/pkg/reconciler/testing"
 
@@ -34,6 +35,20 @@ func TestReconcile(t *testing.T) {
 	noRetries := config.DefaultContour()
 	noRetries.RetryPolicy = nil
 	greenNoRetries := servingWith(t, &config.Config{Contour: noRetries}, green)
+	tlsNetwork, err := netcfg.NewConfigFromMap(map[string]string{"system-internal-tls": "enabled"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	internalTLS := &config.Config{Contour: testCfg, Network: tlsNetwork}
+	blueTLS := servingWith(t, internalTLS, blue)
+	tlsBackends := func(names ...string) resources.ClassBackends {
+		out := resources.ClassBackends{}
+		for _, n := range names {
+			out.Add("contour-external", resources.Backend{Namespace: testNS, Name: n, Port: 80, Protocol: resources.ProtocolTLS})
+		}
+		return out
+	}
+	warmGreenTLS := warm(t, green, tlsBackends("blue", "green"), tlsBackends("green"))
 	clusterDomainHost := func(opts ...ingOpt) *v1alpha1.Ingress {
 		return ing("blue", append([]ingOpt{withHosts("hello.default.svc.cluster.local")}, opts...)...)
 	}
@@ -218,6 +233,18 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
 			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/green:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
+		Name: "under system-internal-tls a fresh backend is warmed like any other: the warm proxy holds the served tls backend and the new one, both validated",
+		Key:  "default/hello",
+		Objects: objs(pods, proxies(blueTLS.Proxies), []runtime.Object{
+			ing("green", withStatus(ready), func(i *v1alpha1.Ingress) { i.Status.ObservedGeneration = 1 }),
+			service("blue"), service("green"),
+		}),
+		OtherTestData: map[string]interface{}{configKey: internalTLS},
+		WantCreates:   proxies(warmGreenTLS.Proxies),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
+			waiting(ReasonWarming, "0/2 Envoy pods of contour-external serve default/green:80 (tls)"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80 (tls), default/green:80 (tls)")},
 	}, {
 		Name: "a KIngress of another class is left untouched",
 		Key:  "default/hello",
