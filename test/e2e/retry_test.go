@@ -76,13 +76,13 @@ func TestRetryPolicy(t *testing.T) {
 	targets := c.MustFleetTargets(ctx, t, external, host)
 	burst := func() (harness.Summary, float64) {
 		t.Helper()
-		before := c.EnvoyRetries(ctx, external)
+		retries := c.WatchRetries(ctx, external, ns)
 		load := &harness.Load{Targets: targets, RPS: 50 * len(targets)}
 		load.Allow("flaky")
 		stop := load.Start(ctx)
 		time.Sleep(2 * time.Second)
 		stop()
-		return load.Summarize(), c.EnvoyRetries(ctx, external) - before
+		return load.Summarize(), retries.Stop()
 	}
 
 	s, retries := burst()

@@ -49,7 +49,7 @@ func TestRolloutDropsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	retriesBefore := map[string]float64{external: c.EnvoyRetries(ctx, external), internal: c.EnvoyRetries(ctx, internal)}
+	retries := map[string]*harness.RetryWatch{external: c.WatchRetries(ctx, external, ns), internal: c.WatchRetries(ctx, internal, ns)}
 	load, stopLoad := startLoad(ctx, t, c, rps, ext, local, name(0))
 	time.Sleep(time.Second)
 
@@ -113,10 +113,10 @@ func TestRolloutDropsNothing(t *testing.T) {
 	// The routes retry what a backend going away cuts off; a rollout must
 	// need none of that, or it would drop requests without the retries.
 	for _, fleet := range []string{external, internal} {
-		retries := c.EnvoyRetries(ctx, fleet) - retriesBefore[fleet]
-		t.Logf("Envoy upstream retries in %s during the rollouts: %.0f", fleet, retries)
-		if retries != 0 {
-			t.Errorf("Envoy retried %.0f requests in %s during the rollouts: a rollout made them fail once", retries, fleet)
+		n := retries[fleet].Stop()
+		t.Logf("Envoy upstream retries in %s during the rollouts: %.0f", fleet, n)
+		if n != 0 {
+			t.Errorf("Envoy retried %.0f requests in %s during the rollouts: a rollout made them fail once", n, fleet)
 		}
 	}
 	if s.Failed() != 0 {

@@ -68,18 +68,3 @@ func Percentile(ds []time.Duration, p int) time.Duration {
 	}
 	return s[i]
 }
-
-// EnvoyRetries is the sum over every ready Envoy pod of a fleet of Envoy's
-// upstream_rq_retry counters (every cluster's retries, read on each pod's
-// stats listener, :8002): the requests Envoy sent again after a reset or a
-// failed connection. A retry policy hides such failures from clients, so
-// the rollout tests and benchmarks report them next to failed requests.
-// The counters are per Envoy process: take the difference of two reads
-// over a window in which no Envoy restarted.
-func (c *Clients) EnvoyRetries(ctx context.Context, fleet string) float64 {
-	total := 0.0
-	for _, ip := range c.EnvoyPods(ctx, fleet) {
-		total += Scrape("http://"+ip+":8002/stats/prometheus", "envoy_cluster_upstream_rq_retry")
-	}
-	return total
-}

@@ -95,7 +95,7 @@ func main() {
 			pcts(m.ready), pcts(m.warm), pcts(m.switched), probesCell(m))
 	}
 	fmt.Printf("load: %d requests/s target over %d Envoy pods; release hold (hitless) as configured in config-contour\n", *rps, len(pods))
-	fmt.Println("retries: Envoy's upstream_rq_retry over the run, summed over the fleet's pods (the retry policy hides these from clients)")
+	fmt.Println("retries: Envoy's upstream_rq_retry to the run's clusters, summed over the fleet's pods (the retry policy hides these from clients)")
 	for _, m := range results {
 		for i, f := range m.failures {
 			if i == 20 {
@@ -168,7 +168,7 @@ func run(ctx context.Context, c *harness.Clients, mode string, pods []string, sw
 	load.Allow(name(0))
 	start := time.Now()
 	probesBefore := harness.Scrape(metricsURL, "hitless_probe_requests_total")
-	retriesBefore := c.EnvoyRetries(ctx, "contour-external")
+	retries := c.WatchRetries(ctx, "contour-external", ns)
 	lctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -216,7 +216,7 @@ func run(ctx context.Context, c *harness.Clients, mode string, pods []string, sw
 	if metricsURL != "" {
 		res.probes = (harness.Scrape(metricsURL, "hitless_probe_requests_total") - probesBefore) / float64(swaps)
 	}
-	res.retries = c.EnvoyRetries(ctx, "contour-external") - retriesBefore
+	res.retries = retries.Stop()
 	res.summary = load.Summarize()
 	for _, r := range load.FailedResults() {
 		res.failures = append(res.failures, explain(r, res.events, targets[r.Target].Addr))
