@@ -71,7 +71,7 @@ release-check: ## on the local stack: server dry run of dist/*.yaml, and the rel
 	hack/release.sh check
 
 .PHONY: bench-rollout
-bench-rollout: ## plain vs hitless swaps under load (SWAPS=100 RPS=200; used stack: CHURN=300), table + docs/rollout.svg
+bench-rollout: ## plain, hitless and net-contour swaps under load (SWAPS=100 RPS=200; used stack: CHURN=300), table + docs/rollout.svg
 	hack/bench.sh rollout -swaps $${SWAPS:-100} -rps $${RPS:-200} -churn-pods $${CHURN:-0} -svg docs/rollout.svg
 
 .PHONY: bench-scale

@@ -68,8 +68,8 @@ func TestIsNetContourEndpointProbe(t *testing.T) {
 
 // TestNetContourFindsServingProxies replays how upstream net-contour finds
 // the proxy of a host when it starts on a cluster hitless served
-// (knative-extensions/net-contour, pkg/reconciler/contour/contour.go, read,
-// not run: the module proxy refuses every version of it): it lists proxies
+// (knative-extensions/net-contour, pkg/reconciler/contour/contour.go; the
+// e2e TestMigrateBackToNetContour runs the real one): it lists proxies
 // by its parent, domain-hash and class labels and updates the first match,
 // and skips its endpoint probe when one carries the KIngress's generation.
 // Each (class, host) net-contour serves must find exactly hitless's serving

@@ -1,9 +1,10 @@
 // Command rollout is the rollout benchmark (`make bench-rollout`): the same
 // steady load through every Envoy pod of the external fleet while backends
-// are swapped back to back to fresh Pods and Services, in two modes —
+// are swapped back to back to fresh Pods and Services, in three modes —
 // plain (one HTTPProxy flipped between Services directly, the seed's
-// reproduction, no controller) and hitless (a KIngress changed through the
-// controller). It prints a table and, last, one summary line, and draws
+// reproduction, no controller), hitless (a KIngress changed through the
+// controller) and net-contour (the same KIngress changes through the real
+// net-contour, hitless stopped meanwhile: hack/netcontour.sh). It prints a table and, last, one summary line, and draws
 // responses per second by status over time as SVG.
 package main
 
@@ -15,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -50,7 +52,7 @@ func main() {
 	rps := flag.Int("rps", 200, "requests per second, spread over every Envoy pod")
 	svg := flag.String("svg", "", "write the plot here")
 	metricsURL := flag.String("metrics", "http://127.0.0.1:9091/metrics", "the controller's Prometheus endpoint (probe counts)")
-	modes := flag.String("modes", "plain,hitless", "which modes to run, comma-separated")
+	modes := flag.String("modes", "plain,hitless,net-contour", "which modes to run, comma-separated (net-contour is left out, said so, when its source is not on this machine)")
 	flag.StringVar(&envoyLogDir, "envoy-logs", harness.PodLogDir(),
 		"the node agent's pod logs, where the Envoy pods' access logs are (failed requests are looked up there)")
 	flag.StringVar(&backendKind, "backend", "fast", "backend pods: fast (TCP readiness every 1s, 5s grace) or conformance (as Knative's ingress conformance suite makes them: HTTP readiness on /healthz every 10s, 30s grace, a random container port)")
@@ -83,15 +85,23 @@ func main() {
 			results = append(results, run(ctx, c, "plain", pods, *swaps, *rps, ""))
 		case "hitless":
 			results = append(results, run(ctx, c, "hitless", pods, *swaps, *rps, *metricsURL))
+		case "net-contour":
+			if out, err := exec.Command("hack/netcontour.sh", "available").CombinedOutput(); err != nil {
+				fmt.Printf("net-contour: NOT RUN: %s", out)
+				continue
+			}
+			results = append(results, withNetContour(func() modeResult {
+				return run(ctx, c, "net-contour", pods, *swaps, *rps, "")
+			}))
 		default:
-			fail(fmt.Errorf("unknown mode %q (plain, hitless)", mode))
+			fail(fmt.Errorf("unknown mode %q (plain, hitless, net-contour)", mode))
 		}
 	}
 
-	fmt.Printf("\n%-8s %6s %9s %-22s %11s %7s %-26s %-26s %-26s %s\n", "mode", "swaps", "requests", "non-2xx by code", "conn_errors", "retries",
+	fmt.Printf("\n%-11s %6s %9s %-22s %11s %7s %-26s %-26s %-26s %s\n", "mode", "swaps", "requests", "non-2xx by code", "conn_errors", "retries",
 		"ready p50/p90/p99 ms", "warm p50/p90/p99 ms", "switch p50/p90/p99 ms", "probes/rollout")
 	for _, m := range results {
-		fmt.Printf("%-8s %6d %9d %-22s %11d %7.0f %-26s %-26s %-26s %s\n", m.name, m.swaps, m.summary.Requests, non2xx(m.summary), m.summary.ConnErrors, m.retries,
+		fmt.Printf("%-11s %6d %9d %-22s %11d %7.0f %-26s %-26s %-26s %s\n", m.name, m.swaps, m.summary.Requests, non2xx(m.summary), m.summary.ConnErrors, m.retries,
 			pcts(m.ready), pcts(m.warm), pcts(m.switched), probesCell(m))
 	}
 	fmt.Printf("load: %d requests/s target over %d Envoy pods; release hold (hitless) as configured in config-contour\n", *rps, len(pods))
@@ -122,15 +132,58 @@ func main() {
 		}
 		f.Close()
 	}
+	byName := map[string]modeResult{}
+	for _, m := range results {
+		byName[m.name] = m
+	}
+	if h, ok := byName["hitless"]; ok {
+		if n, ok := byName["net-contour"]; ok {
+			for _, p := range []int{50, 90, 99} {
+				fmt.Printf("ready p%d: hitless %d ms, net-contour %d ms, hitless/net-contour %.2f\n", p,
+					harness.Percentile(h.ready, p).Milliseconds(), harness.Percentile(n.ready, p).Milliseconds(),
+					ratio(harness.Percentile(h.ready, p), harness.Percentile(n.ready, p)))
+			}
+		}
+	}
 	line := "rollout:"
 	for _, m := range results {
-		line += fmt.Sprintf(" %s_failed=%d %s_requests=%d %s_retries=%.0f", m.name, m.summary.Failed(), m.name, m.summary.Requests, m.name, m.retries)
-		if m.name == "hitless" {
-			line += fmt.Sprintf(" ready_p50_ms=%d ready_p99_ms=%d",
-				harness.Percentile(m.ready, 50).Milliseconds(), harness.Percentile(m.ready, 99).Milliseconds())
+		key := strings.ReplaceAll(m.name, "-", "_")
+		line += fmt.Sprintf(" %s_failed=%d %s_requests=%d %s_retries=%.0f", key, m.summary.Failed(), key, m.summary.Requests, key, m.retries)
+		if m.name != "plain" {
+			prefix := "ready"
+			if m.name != "hitless" {
+				prefix = key + "_ready"
+			}
+			line += fmt.Sprintf(" %s_p50_ms=%d %s_p99_ms=%d", prefix,
+				harness.Percentile(m.ready, 50).Milliseconds(), prefix, harness.Percentile(m.ready, 99).Milliseconds())
 		}
 	}
 	fmt.Println(line)
+}
+
+// withNetContour runs f with net-contour in hitless's place: hitless's
+// controller stopped, net-contour started (both through their hack/
+// scripts, the way the migration tests hand over), and hitless back after.
+func withNetContour(f func() modeResult) modeResult {
+	sh := func(script, verb string) {
+		cmd := exec.Command(script, verb)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fail(fmt.Errorf("%s %s: %w", script, verb, err))
+		}
+	}
+	sh("hack/controller.sh", "stop")
+	defer sh("hack/controller.sh", "start")
+	sh("hack/netcontour.sh", "start")
+	defer sh("hack/netcontour.sh", "stop")
+	return f()
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }
 
 // run drives one mode: create the first backend and the route, start the
