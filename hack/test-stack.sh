@@ -11,9 +11,33 @@ cd "$repo"
 stack_was_up=false
 if hack/stack.sh status >/dev/null 2>&1; then stack_was_up=true; fi
 
+# Each step's output is kept too, so that a failure is summed up as the very
+# last lines printed (after the stack's shutdown lines): CI shows only the
+# tail of a run.
+out=$(mktemp -d)
+step="bringing up the stack"
+failures() {
+  grep -h -E -e '^\s*--- FAIL' -e '^FAIL' -e 'panic:' -e '^\s+\S+_test\.go:[0-9]+: ' -e ' FAIL( |$)' \
+    -e 'iteration [0-9]+ failed' "$@" 2>/dev/null | tail -n 40 || true
+}
 cleanup() {
+  local rc=$?
   hack/controller.sh stop || true
+  if [ "$rc" -ne 0 ]; then
+    failures "$out"/*.log >"$out/summary"
+    # the conformance suite's own logs: the newest run's iterations
+    local conf
+    conf=$(ls -1dt .stack/logs/conformance/*/ 2>/dev/null | head -n 1)
+    if [ "$step" = "Knative's ingress conformance suite" ] && [ -n "$conf" ]; then
+      failures "$conf"iteration-*.log >>"$out/summary"
+    fi
+  fi
   if [ "$stack_was_up" = false ] && [ -z "${KEEP_STACK:-}" ]; then hack/stack.sh down || true; fi
+  if [ "$rc" -ne 0 ]; then
+    echo "=== make test failed (exit $rc) in: $step"
+    cat "$out/summary"
+  fi
+  rm -rf "$out"
 }
 trap cleanup EXIT
 
@@ -21,20 +45,23 @@ hack/stack.sh up
 hack/controller.sh start
 eval "$(hack/stack.sh env)"
 export KUBECONFIG INGRESS_ADDRESS
-echo "--- integration tests on the local stack"
+# run NAME CMD...: one step, its output printed and kept for the summary.
+run() {
+  step=$1; shift
+  echo "--- $step"
+  "$@" 2>&1 | tee "$out/$(echo "$step" | tr -c 'a-zA-Z0-9\n' -).log"
+}
 # E2E_RUN selects tests (make test-faults sets it); by default all run.
-go test -count=1 -tags=e2e -timeout 40m -v -run "${E2E_RUN:-.}" ./test/e2e/...
+run "integration tests on the local stack" \
+  go test -count=1 -tags=e2e -timeout 40m -v -run "${E2E_RUN:-.}" ./test/e2e/...
 if [ -z "${E2E_RUN:-}" ]; then
-  echo "--- Knative's ingress conformance suite"
-  REUSE_CONTROLLER=1 KEEP_STACK=1 hack/conformance.sh
-  echo "--- make release, and its manifests and controller image on the stack"
-  hack/release.sh
-  hack/release.sh check
-  echo "--- make release from a checkout whose path has capitals and a space"
-  hack/release.sh any-path
+  run "Knative's ingress conformance suite" env REUSE_CONTROLLER=1 KEEP_STACK=1 hack/conformance.sh
+  run "make release, and its manifests and controller image on the stack" \
+    bash -c 'hack/release.sh && hack/release.sh check'
+  run "make release from a checkout whose path has capitals and a space" hack/release.sh any-path
 fi
 if [ "${1:-}" = --with-serving ]; then
   # on the same stack; it removes Serving afterwards, the trap above the rest
-  echo "--- Knative Serving on the stack (make test-serving)"
-  hack/test-serving.sh --all
+  run "Knative Serving on the stack (make test-serving)" hack/test-serving.sh --all
 fi
+step="stopping"

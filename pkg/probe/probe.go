@@ -237,10 +237,18 @@ func (p *Prober) Start(done <-chan struct{}) {
 	}()
 }
 
-// ExpectedHashAnnotation, on the KIngress given to IsReady, is the
-// K-Network-Hash its routes answer with once served. Without it the hash is
+// ExpectedHashAnnotation, on the KIngress given to IsReady, is the hash its
+// probe routes answer with in HashHeader once served. Without it the hash is
 // Knative's of the KIngress spec (ingress.ComputeHash).
 const ExpectedHashAnnotation = "hitless.knative.dev/hash"
+
+// HashHeader is the response header every probe route of hitless's sets
+// (Envoy adds it to the backend's answer): the hash of the configuration the
+// pod serves. The backend's echo of K-Network-Hash cannot carry it: that is
+// Knative's hash of the KIngress spec, which Knative's conformance suite
+// checks, and it stays the same when config-contour, config-network or a
+// backend's port names change what Envoy is asked to serve.
+const HashHeader = "Hitless-Hash"
 
 func expectedHash(ing *v1alpha1.Ingress) (string, error) {
 	if h := ing.Annotations[ExpectedHashAnnotation]; h != "" {
@@ -606,15 +614,14 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 	resp.Body.Close()
 	switch resp.StatusCode {
 	case http.StatusOK:
-		switch got := resp.Header.Get(header.HashKey); got {
-		case c.round.hash:
+		// Envoy sets HashHeader on the probe route, so it proves the
+		// pod's configuration whether or not the backend echoes
+		// K-Network-Hash. Without it the answer came from a route of an
+		// older hitless (before an upgrade): not this round's either.
+		if resp.Header.Get(HashHeader) == c.round.hash {
 			return "", nil
-		case "":
-			p.logger.Infow("Probe abandoned: the backend does not echo "+header.HashKey, "key", c.round.key.String(), "url", c.url.String(), "pod", c.ip)
-			return "", nil
-		default:
-			return "old hash", errNotYet
 		}
+		return "old hash", errNotYet
 	case http.StatusNotFound, http.StatusServiceUnavailable:
 		return strconv.Itoa(resp.StatusCode), errNotYet
 	case http.StatusUnauthorized, http.StatusForbidden:

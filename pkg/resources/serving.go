@@ -18,6 +18,7 @@ import (
 	"knative.dev/pkg/network"
 
 	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/resources/names"
 )
 
@@ -56,12 +57,14 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 	cfg := full.Contour
 	internalTLS := full.Network != nil && full.Network.SystemInternalTLSEnabled()
 
-	// The spec must hash (Knative's check of a KIngress); the hash the
-	// probe routes carry is that of the proxies themselves, see servedHash.
-	if _, err := Hash(ing); err != nil {
+	// The probe routes pass Knative's hash of the spec to the backend,
+	// which echoes it (Knative's contract, checked by its conformance
+	// suite), and answer with the hash of the proxies themselves in
+	// probe.HashHeader (what hitless's prober confirms, see servedHash).
+	specHash, err := Hash(ing)
+	if err != nil {
 		return nil, err
 	}
-	hash := pendingHash
 	keys, vhosts, err := vhostsOf(cfg, ing)
 	if err != nil {
 		return nil, err
@@ -71,7 +74,7 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 		return nil, err
 	}
 
-	out := &Serving{Backends: ClassBackends{}, Hash: hash}
+	out := &Serving{Backends: ClassBackends{}, Hash: pendingHash}
 	for _, k := range keys {
 		v := vhosts[k]
 		tls, err := tlsFor(ing, cfg, k.host, v.visibility)
@@ -81,12 +84,12 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 		if auth != nil && tls == nil {
 			return nil, authorizationNeedsTLS(ing, k.host)
 		}
-		routes, err := makeRoutes(ing, cfg, v.paths, tls != nil, auth != nil, internalTLS, hash, resolve)
+		routes, err := makeRoutes(ing, cfg, v.paths, tls != nil, auth != nil, internalTLS, specHash, resolve)
 		if err != nil {
 			return nil, err
 		}
 		p := &contourv1.HTTPProxy{
-			ObjectMeta: objectMeta(ing, names.ServingProxy(ing.Name, k.class, k.host), RoleServing, hash),
+			ObjectMeta: objectMeta(ing, names.ServingProxy(ing.Name, k.class, k.host), RoleServing, pendingHash),
 			Spec: contourv1.HTTPProxySpec{
 				IngressClassName: k.class,
 				VirtualHost: &contourv1.VirtualHost{
@@ -113,13 +116,15 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 	return out, nil
 }
 
-// pendingHash stands in for the hash in the probe routes until the proxies
-// it is computed from are complete.
+// pendingHash stands in for the served hash in the probe routes until the
+// proxies it is computed from are complete.
 const pendingHash = "hitless-pending-hash"
 
-// servedHash is the K-Network-Hash of a KIngress's serving proxies: a digest
-// of everything Envoy is asked to serve for it (each proxy's spec, with the
-// hash itself left out). Knative's hash of the KIngress spec misses what
+// servedHash is what a KIngress's probe routes answer with in
+// probe.HashHeader: a digest of everything Envoy is asked to serve for it
+// (each proxy's spec, with the hash itself left out). Knative's hash of the
+// KIngress spec (K-Network-Hash, which the routes still pass to the backend
+// for it to echo) misses what
 // else shapes the routes: config-contour (timeouts, retries, classes),
 // config-network (internal TLS), a backend Service's port names (its
 // protocol). With that hash, a change of those alone would be confirmed by
@@ -142,24 +147,25 @@ func servedHash(proxies []*contourv1.HTTPProxy) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// setHash puts the hash in the proxy's annotation and its probe routes.
+// setHash puts the served hash in the proxy's annotation and its probe
+// routes' answers.
 func setHash(p *contourv1.HTTPProxy, hash string) {
 	p.Annotations[AnnotationHash] = hash
 	for i := range p.Spec.Routes {
-		hp := p.Spec.Routes[i].RequestHeadersPolicy
+		hp := p.Spec.Routes[i].ResponseHeadersPolicy
 		if hp == nil {
 			continue
 		}
 		for j := range hp.Set {
-			if hp.Set[j].Name == header.HashKey && hp.Set[j].Value == pendingHash {
+			if hp.Set[j].Name == probe.HashHeader && hp.Set[j].Value == pendingHash {
 				hp.Set[j].Value = hash
 			}
 		}
 	}
 }
 
-// Hash is the K-Network-Hash of a KIngress: the value its probe routes set
-// and the networking prober expects back (ingress.ComputeHash).
+// Hash is Knative's K-Network-Hash of a KIngress (ingress.ComputeHash): what
+// its probe routes pass to the backend, which echoes it.
 func Hash(ing *netv1alpha1.Ingress) (string, error) {
 	h, err := ingress.ComputeHash(ing)
 	if err != nil {
@@ -342,11 +348,13 @@ func secretRef(proxyNS, ns, name string) string {
 // (net-contour serves them there unauthorized under Enabled: failing open).
 //
 // After the user's routes come the probe routes: one per distinct prefix,
-// matching the networking prober's `K-Network-Hash: override` and setting
-// the KIngress hash, which Knative backends echo. Unlike ingress.InsertProbe
+// matching the networking prober's `K-Network-Hash: override`, setting
+// Knative's hash of the KIngress (specHash), which Knative backends echo, and
+// answering with the served hash in probe.HashHeader (set by setHash once
+// the proxies are complete). Unlike ingress.InsertProbe
 // they drop the path's own header matches, which a probe cannot carry: that
 // keeps every prefix probeable.
-func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alpha1.HTTPIngressPath, tls, authorized, internalTLS bool, hash string, resolve Resolver) ([]contourv1.Route, error) {
+func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alpha1.HTTPIngressPath, tls, authorized, internalTLS bool, specHash string, resolve Resolver) ([]contourv1.Route, error) {
 	var routes []contourv1.Route
 	seen := sets.New[string]()
 	all := make([]netv1alpha1.HTTPIngressPath, 0, 2*len(paths))
@@ -360,16 +368,16 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 		if pp.AppendHeaders == nil {
 			pp.AppendHeaders = map[string]string{}
 		}
-		pp.AppendHeaders[header.HashKey] = hash
+		pp.AppendHeaders[header.HashKey] = specHash
 		all = append(all, pp)
 	}
 	for _, p := range all {
 		conds := []contourv1.MatchCondition{{Prefix: prefixOf(p.Path)}}
-		probe := false
+		isProbe := false
 		for _, name := range sortedKeys(p.Headers) {
 			conds = append(conds, contourv1.MatchCondition{Header: &contourv1.HeaderMatchCondition{Name: name, Exact: p.Headers[name].Exact}})
 			if name == header.HashKey && p.Headers[name].Exact == header.HashValueOverride {
-				probe = true
+				isProbe = true
 			}
 		}
 		// Merged rules may repeat a path; Contour rejects a proxy with two
@@ -397,11 +405,14 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 			// Retries are for user traffic (a backend pod going away
 			// mid-request). A probe must see what one try gets, so that
 			// a retry never passes a pod or backend that is not ready.
-			RetryPolicy: retryPolicyFor(cfg, probe),
+			RetryPolicy: retryPolicyFor(cfg, isProbe),
 			// Probes go over plain HTTP whatever httpOption says, so that a
 			// redirect never passes for a ready route; an authorized host is
 			// probed over HTTPS alone.
-			PermitInsecure: tls && !authorized && (probe || ing.Spec.HTTPOption != netv1alpha1.HTTPOptionRedirected),
+			PermitInsecure: tls && !authorized && (isProbe || ing.Spec.HTTPOption != netv1alpha1.HTTPOptionRedirected),
+		}
+		if isProbe {
+			route.ResponseHeadersPolicy = headersPolicy(map[string]string{probe.HashHeader: pendingHash}, "")
 		}
 		routes = append(routes, route)
 	}

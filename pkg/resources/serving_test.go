@@ -23,6 +23,7 @@ import (
 	"knative.dev/pkg/kmeta"
 
 	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/resources/names"
 )
 
@@ -131,17 +132,32 @@ func withIngressAnnotations(ing *netv1alpha1.Ingress, own map[string]string) map
 
 var infinite = &contourv1.TimeoutPolicy{Response: "infinity", Idle: "infinity"}
 
-func probeRoute(prefix, hash string, services ...contourv1.Service) contourv1.Route {
+// probeRoute is the probe route of a prefix: Knative's hash of the spec to
+// the backend, the served hash in Envoy's answer.
+func probeRoute(ing *netv1alpha1.Ingress, prefix, hash string, services ...contourv1.Service) contourv1.Route {
 	return contourv1.Route{
 		Conditions: []contourv1.MatchCondition{
 			{Prefix: prefix},
 			{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}},
 		},
-		Services:             services,
-		EnableWebsockets:     true,
-		TimeoutPolicy:        infinite,
-		RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: header.HashKey, Value: hash}}},
+		Services:              services,
+		EnableWebsockets:      true,
+		TimeoutPolicy:         infinite,
+		RequestHeadersPolicy:  &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: header.HashKey, Value: specHash(ing)}}},
+		ResponseHeadersPolicy: servedHashAnswer(hash),
 	}
+}
+
+func specHash(ing *netv1alpha1.Ingress) string {
+	h, err := Hash(ing)
+	if err != nil {
+		panic(err)
+	}
+	return h
+}
+
+func servedHashAnswer(hash string) *contourv1.HeadersPolicy {
+	return &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: probe.HashHeader, Value: hash}}}
 }
 
 func TestMakeServing(t *testing.T) {
@@ -172,7 +188,7 @@ func TestMakeServing(t *testing.T) {
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
 						RetryPolicy:      config.DefaultRetryPolicy(),
-					}, probeRoute("/", hash, blue)},
+					}, probeRoute(ing, "/", hash, blue)},
 				},
 			}}
 		},
@@ -207,7 +223,7 @@ func TestMakeServing(t *testing.T) {
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
 						RetryPolicy:      config.DefaultRetryPolicy(),
-					}, probeRoute("/", hash, blue)},
+					}, probeRoute(ing, "/", hash, blue)},
 				},
 			}}
 		},
@@ -239,7 +255,7 @@ func TestMakeServing(t *testing.T) {
 							EnableWebsockets: true,
 							TimeoutPolicy:    infinite,
 							RetryPolicy:      config.DefaultRetryPolicy(),
-						}, probeRoute("/", hash, blue)},
+						}, probeRoute(ing, "/", hash, blue)},
 					},
 				})
 			}
@@ -276,7 +292,7 @@ func TestMakeServing(t *testing.T) {
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
 						RetryPolicy:      config.DefaultRetryPolicy(),
-					}, probeRoute("/", hash, blue)},
+					}, probeRoute(ing, "/", hash, blue)},
 				},
 			}}
 		},
@@ -318,7 +334,7 @@ func TestMakeServing(t *testing.T) {
 			mapped := []contourv1.Service{{Name: "internal-lb", Port: 80, Weight: 100, Protocol: &h2c,
 				RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: "K-Original-Host", Value: "hello.example.com"}}}}}
 			rewrite := &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: "Host", Value: "hello.ns.svc.cluster.local"}}}
-			mappedProbe := probeRoute("/mapped", hash, mapped...)
+			mappedProbe := probeRoute(ing, "/mapped", hash, mapped...)
 			mappedProbe.RequestHeadersPolicy.Set = append(mappedProbe.RequestHeadersPolicy.Set, rewrite.Set...)
 			return []*contourv1.HTTPProxy{{
 				ObjectMeta: m,
@@ -344,7 +360,7 @@ func TestMakeServing(t *testing.T) {
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
 						RetryPolicy:      config.DefaultRetryPolicy(),
-					}, mappedProbe, probeRoute("/", hash, split...)},
+					}, mappedProbe, probeRoute(ing, "/", hash, split...)},
 				},
 			}}
 		},
@@ -396,7 +412,8 @@ func TestMakeServing(t *testing.T) {
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
 						RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{
-							{Name: header.HashKey, Value: hash}, {Name: "X-Pre", Value: "1"}, {Name: "Host", Value: "rewritten.example.com"}}},
+							{Name: header.HashKey, Value: specHash(ing)}, {Name: "X-Pre", Value: "1"}, {Name: "Host", Value: "rewritten.example.com"}}},
+						ResponseHeadersPolicy: servedHashAnswer(hash),
 					}},
 				},
 			}}
@@ -429,7 +446,7 @@ func TestMakeServing(t *testing.T) {
 							EnableWebsockets: true,
 							TimeoutPolicy:    infinite,
 							RetryPolicy:      config.DefaultRetryPolicy(),
-						}, probeRoute("/", hash, h2c)},
+						}, probeRoute(ing, "/", hash, h2c)},
 					},
 				})
 			}
@@ -465,7 +482,7 @@ func TestMakeServing(t *testing.T) {
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
 						RetryPolicy:      config.DefaultRetryPolicy(),
-					}, probeRoute("/", hash, blue)},
+					}, probeRoute(ing, "/", hash, blue)},
 				},
 			}}
 		},
@@ -480,7 +497,7 @@ func TestMakeServing(t *testing.T) {
 		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
 			m := meta(ing, "contour-external", "hello.example.com")
 			m.Annotations[AnnotationHash] = hash
-			probe := probeRoute("/", hash, blue)
+			probe := probeRoute(ing, "/", hash, blue)
 			probe.PermitInsecure = true
 			return []*contourv1.HTTPProxy{{
 				ObjectMeta: m,
@@ -528,7 +545,7 @@ func TestMakeServing(t *testing.T) {
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
 						RetryPolicy:      config.DefaultRetryPolicy(),
-					}, probeRoute("/", hash, blue)},
+					}, probeRoute(ing, "/", hash, blue)},
 				},
 			}}
 		},
@@ -552,7 +569,7 @@ func TestMakeServing(t *testing.T) {
 			m := meta(ing, "contour-external", "hello.example.com")
 			m.Annotations[AnnotationHash] = hash
 			timeouts := &contourv1.TimeoutPolicy{Response: "60s", Idle: "5m"}
-			probe := probeRoute("/", hash, blue)
+			probe := probeRoute(ing, "/", hash, blue)
 			probe.PermitInsecure = true
 			probe.TimeoutPolicy = timeouts
 			return []*contourv1.HTTPProxy{{
@@ -594,7 +611,7 @@ func TestMakeServing(t *testing.T) {
 			m.Annotations[AnnotationHash] = hash
 			h2c := contourv1.Service{Name: "blue", Port: 80, Weight: 100, Protocol: ptr.To("h2c")}
 			host := contourv1.HeaderValue{Name: "Host", Value: "private.ns.svc.cluster.local"}
-			probe := probeRoute("/", hash, h2c)
+			probe := probeRoute(ing, "/", hash, h2c)
 			probe.RequestHeadersPolicy.Set = append(probe.RequestHeadersPolicy.Set, host)
 			return []*contourv1.HTTPProxy{{
 				ObjectMeta: m,

@@ -12,6 +12,7 @@ import (
 	"knative.dev/networking/pkg/http/header"
 
 	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/resources/names"
 )
 
@@ -37,12 +38,12 @@ type Warm struct {
 }
 
 // MakeWarm builds the warm proxies that reference every backend of keep,
-// per class, and the probe KIngress that asks for the backends of probe
+// per class, and the probe KIngress that asks for the backends of probed
 // (a subset of keep) on every Envoy pod of their class. The upstream
 // settings that decide Contour's cluster (service, port, protocol, Host
 // rewrite) are the ones the serving routes use, so the warmed cluster is the
 // served one.
-func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probe ClassBackends) (*Warm, error) {
+func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probed ClassBackends) (*Warm, error) {
 	cfg := config.FromContextOrDefaults(ctx).Contour
 	synthetic := &netv1alpha1.Ingress{
 		ObjectMeta: metav1.ObjectMeta{
@@ -86,7 +87,7 @@ func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probe ClassBa
 					Percent: 100,
 				}},
 			})
-			if probe[class].Has(b) {
+			if probed[class].Has(b) {
 				probes = append(probes, host+path)
 			}
 		}
@@ -124,9 +125,10 @@ func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probe ClassBa
 					{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}},
 					{Header: &contourv1.HeaderMatchCondition{Name: header.ProbeKey, Exact: header.ProbeValue}},
 				},
-				Services:             []contourv1.Service{svc},
-				PermitInsecure:       true,
-				RequestHeadersPolicy: headersPolicy(map[string]string{header.HashKey: hash}, b.HostRewrite),
+				Services:              []contourv1.Service{svc},
+				PermitInsecure:        true,
+				RequestHeadersPolicy:  headersPolicy(map[string]string{header.HashKey: hash}, b.HostRewrite),
+				ResponseHeadersPolicy: headersPolicy(map[string]string{probe.HashHeader: hash}, ""),
 			})
 		}
 		w.Proxies = append(w.Proxies, p)

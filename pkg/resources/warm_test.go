@@ -45,9 +45,10 @@ func TestMakeWarm(t *testing.T) {
 				{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}},
 				{Header: &contourv1.HeaderMatchCondition{Name: header.ProbeKey, Exact: header.ProbeValue}},
 			},
-			Services:             []contourv1.Service{s},
-			PermitInsecure:       true,
-			RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: header.HashKey, Value: got.Hash}}},
+			Services:              []contourv1.Service{s},
+			PermitInsecure:        true,
+			RequestHeadersPolicy:  &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: header.HashKey, Value: got.Hash}}},
+			ResponseHeadersPolicy: servedHashAnswer(got.Hash),
 		}
 	}
 	m := func(class string) metav1.ObjectMeta {
