@@ -16,12 +16,16 @@ if hack/stack.sh status >/dev/null 2>&1; then stack_was_up=true; fi
 # tail of a run.
 out=$(mktemp -d)
 step="bringing up the stack"
+# failures FILE...: what a failed step said of itself: each failing test with
+# the lines just before it (a sequential test's own t.Fatal), panics, the
+# conformance table's FAIL rows.
 failures() {
-  grep -h -E -e '^\s*--- FAIL' -e '^FAIL' -e 'panic:' -e '^\s+\S+_test\.go:[0-9]+: ' -e ' FAIL( |$)' \
-    -e 'iteration [0-9]+ failed' "$@" 2>/dev/null | tail -n 40 || true
+  grep -h -B6 -E -e '^\s*--- FAIL' -e 'panic:' -e ' (FAIL|NOT RUN)( |$)' -e 'iteration [0-9]+ failed' "$@" 2>/dev/null |
+    grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|I[0-9]{4} )' | tail -n 40
 }
 cleanup() {
   local rc=$?
+  set +e # the summary is best effort; nothing in here may end it early
   hack/controller.sh stop || true
   if [ "$rc" -ne 0 ]; then
     failures "$out"/*.log >"$out/summary"

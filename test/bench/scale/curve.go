@@ -8,6 +8,7 @@ import (
 
 // result is one size's measurements.
 type result struct {
+	mode               string // hitless, net-contour or floor
 	n                  int
 	allReady, rollouts float64 // seconds
 	cpu, rss           float64 // controller, all replicas: CPU-s; peak RSS of one, MiB
@@ -31,6 +32,36 @@ var measures = []measure{
 	{"controller CPU (s)", func(r result) float64 { return r.cpu }, func(n int) float64 { return 20 * float64(n) / 1000 }},
 	{"controller peak RSS (MiB)", func(r result) float64 { return r.rss }, func(int) float64 { return 150 }},
 	{"API writes per KIngress (all clients)", func(r result) float64 { return r.writesPerKIngress }, nil},
+}
+
+// writeSideBySide prints each mode's figures per size and the ratios the
+// targets are set in: hitless/net-contour and hitless/floor (below 1:
+// hitless is faster).
+func writeSideBySide(w io.Writer, byMode map[string][]result) {
+	fmt.Fprintln(w, "| KIngresses | mode | all Ready (s) | 100 rollouts (s) | controller peak RSS (MiB) | controller CPU (s) |")
+	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|")
+	for i, h := range byMode[modeHitless] {
+		for _, mode := range []string{modeHitless, modeNetContour, modeFloor} {
+			if i >= len(byMode[mode]) {
+				continue
+			}
+			r := byMode[mode][i]
+			if mode == modeFloor {
+				fmt.Fprintf(w, "| %d | %s | %.1f | - | - | - |\n", r.n, mode, r.allReady)
+				continue
+			}
+			fmt.Fprintf(w, "| %d | %s | %.1f | %.1f | %.0f | %.1f |\n", r.n, mode, r.allReady, r.rollouts, r.rss, r.cpu)
+		}
+		if i < len(byMode[modeNetContour]) {
+			nc := byMode[modeNetContour][i]
+			fmt.Fprintf(w, "ratio at %d: all Ready hitless/net-contour %.2f (target <= 0.5), 100 rollouts hitless/net-contour %.2f (target <= 0.5)\n",
+				h.n, h.allReady/nc.allReady, h.rollouts/nc.rollouts)
+		}
+		if i < len(byMode[modeFloor]) {
+			fl := byMode[modeFloor][i]
+			fmt.Fprintf(w, "ratio at %d: all Ready hitless/floor %.2f (target <= 1.3)\n", h.n, h.allReady/fl.allReady)
+		}
+	}
 }
 
 // writeCurveTable prints the growth curve as a Markdown table.

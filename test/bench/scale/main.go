@@ -44,6 +44,7 @@ func main() {
 	stackDir := flag.String("stack", ".stack", "the local stack's state dir (pid files)")
 	metricsPort := flag.Int("metrics-port", 9091, "replica 1's Prometheus port on 127.0.0.1; replica N's is this + N-1 (hack/controller.sh)")
 	svg := flag.String("svg", "", "with several sizes: write the growth curve here")
+	modes := flag.String("modes", modeHitless, "comma-separated, each run at every size on this stack: hitless, net-contour (the real peer in hitless's place), floor (hitless's HTTPProxies written directly, no controller)")
 	flag.Parse()
 	var ns []int
 	for _, f := range strings.Split(*sizes, ",") {
@@ -59,8 +60,21 @@ func main() {
 		fail(err)
 	}
 	var results []result
-	for _, n := range ns {
-		results = append(results, runSize(ctx, c, n, *roll, *workers, *stackDir, *metricsPort))
+	byMode := map[string][]result{}
+	for _, mode := range strings.Split(*modes, ",") {
+		inMode(mode, func() {
+			for _, n := range ns {
+				r := runSize(ctx, c, mode, n, *roll, *workers, *stackDir, *metricsPort)
+				byMode[mode] = append(byMode[mode], r)
+				if mode == modeHitless {
+					results = append(results, r)
+				}
+			}
+		})
+	}
+	if len(byMode) > 1 {
+		fmt.Println("\nside by side, one stack")
+		writeSideBySide(os.Stdout, byMode)
 	}
 	if len(results) > 1 {
 		fmt.Println("\ngrowth curve")
@@ -82,7 +96,7 @@ func main() {
 
 // runSize is one run: n KIngresses to Ready, then roll of them at once, in
 // a namespace of its own that is gone again when it returns.
-func runSize(ctx context.Context, c *harness.Clients, n, roll, workers int, stackDir string, metricsPort int) result {
+func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, workers int, stackDir string, metricsPort int) result {
 	// A previous run's namespace still being deleted (thousands of proxies
 	// going) would load Contour and the API server during this one.
 	waitGone(ctx, c, "scale-")
@@ -102,20 +116,31 @@ func runSize(ctx context.Context, c *harness.Clients, n, roll, workers int, stac
 			fail(err)
 		}
 	}
-	parallel(n+roll, workers, func(i int) error {
-		_, err := c.Kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+	svc := func(i int) *corev1.Service {
+		return &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: svcName(i)},
 			Spec: corev1.ServiceSpec{Selector: map[string]string{"pool": "yes"},
 				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8080)}}},
-		}, metav1.CreateOptions{})
+		}
+	}
+	parallel(n+roll, workers, func(i int) error {
+		_, err := c.Kube.CoreV1().Services(ns).Create(ctx, svc(i), metav1.CreateOptions{})
 		return err
 	})
 	fmt.Fprintf(os.Stderr, "created %d backend Services\n", n+roll)
 	// The controller manager writes an EndpointSlice per Service: let it
 	// finish, so that the API writes counted below are the KIngresses'.
 	waitSlices(ctx, c, ns, n+roll)
+	if mode == modeFloor {
+		r := runFloor(ctx, c, ns, n, workers, svc)
+		r.mode = mode
+		return r
+	}
 
 	reps := replicas(stackDir, metricsPort)
+	if mode == modeNetContour {
+		reps = netContourReplica(stackDir)
+	}
 	if len(reps) == 0 {
 		fail(fmt.Errorf("no controller replica is running (no pid file in %s)", stackDir))
 	}
@@ -136,13 +161,7 @@ func runSize(ctx context.Context, c *harness.Clients, n, roll, workers int, stac
 	api0 := mustAPIWrites(ctx, c)
 	procs0 := stackCPU()
 
-	rules := func(i, backend int) []harness.Rule {
-		split := []harness.Split{{Backend: svcName(backend), Percent: 100}}
-		return []harness.Rule{
-			{Host: fmt.Sprintf("ks%d.%s.example.com", i, ns), Visibility: v1alpha1.IngressVisibilityExternalIP, Splits: split},
-			{Host: fmt.Sprintf("ks%d.%s.svc.cluster.local", i, ns), Visibility: v1alpha1.IngressVisibilityClusterLocal, Splits: split},
-		}
-	}
+	rules := func(i, backend int) []harness.Rule { return rulesFor(ns, i, backend) }
 	start := time.Now()
 	parallel(n, workers, func(i int) error {
 		_, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, harness.KIngress(ns, kName(i), rules(i, i)...), metav1.CreateOptions{})
@@ -202,7 +221,7 @@ func runSize(ctx context.Context, c *harness.Clients, n, roll, workers int, stac
 		envoyMB += rssMB(p)
 		envoys++
 	}
-	res := result{n: n, allReady: allReady.Seconds(), rollouts: rollDur.Seconds(), cpu: cpu, rss: peakRSS,
+	res := result{mode: mode, n: n, allReady: allReady.Seconds(), rollouts: rollDur.Seconds(), cpu: cpu, rss: peakRSS,
 		writesPerKIngress: create.total() / float64(n), ours: ours(create) / float64(n),
 		restWrites: restOurs / rest.Seconds(), probes: probes, sent: sent}
 	fmt.Printf("\n%-42s %s\n", "measure", "value")
@@ -225,8 +244,8 @@ func runSize(ctx context.Context, c *harness.Clients, n, roll, workers int, stac
 	row("controller CPU, all replicas (s)", fmt.Sprintf("%.1f", cpu))
 	row(fmt.Sprintf("Contour RSS, %d processes (MiB)", contours), fmt.Sprintf("%.0f", contourMB))
 	row(fmt.Sprintf("Envoy RSS, %d pods (MiB)", envoys), fmt.Sprintf("%.0f", envoyMB))
-	fmt.Printf("scale: kingresses=%d replicas=%d all_ready_s=%.1f rollout100_s=%.1f controller_rss_mb=%.0f controller_cpu_s=%.1f probes=%.0f probes_sent=%.0f api_writes_per_kingress=%.1f\n",
-		n, len(reps), allReady.Seconds(), rollDur.Seconds(), peakRSS, cpu, probes, sent, res.writesPerKIngress)
+	fmt.Printf("scale: mode=%s kingresses=%d replicas=%d all_ready_s=%.1f rollout100_s=%.1f controller_rss_mb=%.0f controller_cpu_s=%.1f probes=%.0f probes_sent=%.0f api_writes_per_kingress=%.1f\n",
+		mode, n, len(reps), allReady.Seconds(), rollDur.Seconds(), peakRSS, cpu, probes, sent, res.writesPerKIngress)
 	return res
 }
 
@@ -278,7 +297,17 @@ func waitGone(ctx context.Context, c *harness.Clients, prefix string) {
 	}
 }
 
-func kName(i int) string   { return fmt.Sprintf("ks%d", i) }
+func kName(i int) string { return fmt.Sprintf("ks%d", i) }
+
+// rulesFor is KIngress i's rules in ns: a Knative Service's shape, one
+// external host and one cluster-local one, both to backend's Service.
+func rulesFor(ns string, i, backend int) []harness.Rule {
+	split := []harness.Split{{Backend: svcName(backend), Percent: 100}}
+	return []harness.Rule{
+		{Host: fmt.Sprintf("ks%d.%s.example.com", i, ns), Visibility: v1alpha1.IngressVisibilityExternalIP, Splits: split},
+		{Host: fmt.Sprintf("ks%d.%s.svc.cluster.local", i, ns), Visibility: v1alpha1.IngressVisibilityClusterLocal, Splits: split},
+	}
+}
 func svcName(i int) string { return fmt.Sprintf("svc%d", i) }
 
 // waitAll watches until every KIngress is Ready (at the generation in

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/resources"
+	"github.com/hitless/hitless/test/harness"
+)
+
+// The modes side by side on one stack: hitless (its controller, the
+// default), net-contour (the real peer in hitless's place, through
+// hack/netcontour.sh) and floor (no controller: the serving HTTPProxies
+// hitless would write for the same KIngresses, written directly, timed
+// until every Envoy pod serves every host; what Contour and Envoy alone
+// cost, the least any controller can take).
+const (
+	modeHitless    = "hitless"
+	modeNetContour = "net-contour"
+	modeFloor      = "floor"
+)
+
+// sh runs one of the stack's scripts (the benchmark runs from the
+// checkout, hack/bench.sh), its output to stderr with the progress lines.
+func sh(script string, args ...string) error {
+	cmd := exec.Command(script, args...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %v: %w", script, args, err)
+	}
+	return nil
+}
+
+// inMode runs f with the stack's controllers set for mode and hitless's
+// one replica back afterwards. It says so, and returns false, when the
+// mode cannot run here (net-contour's source absent).
+func inMode(mode string, f func()) bool {
+	switch mode {
+	case modeHitless:
+		f()
+		return true
+	case modeNetContour:
+		if out, err := exec.Command("hack/netcontour.sh", "available").CombinedOutput(); err != nil {
+			fmt.Printf("net-contour: NOT RUN: %s", out)
+			return false
+		}
+	case modeFloor:
+	default:
+		fail(fmt.Errorf("unknown mode %q (hitless, net-contour, floor)", mode))
+	}
+	if err := sh("hack/controller.sh", "stop"); err != nil {
+		fail(err)
+	}
+	defer func() {
+		if err := sh("hack/controller.sh", "start"); err != nil {
+			fail(err)
+		}
+	}()
+	if mode == modeNetContour {
+		if err := sh("hack/netcontour.sh", "start"); err != nil {
+			fail(err)
+		}
+		defer func() { _ = sh("hack/netcontour.sh", "stop") }()
+	}
+	f()
+	return true
+}
+
+// netContourReplica is the running net-contour process, measured like a
+// hitless replica (its metrics are not hitless's: none are read).
+func netContourReplica(stackDir string) []*replica {
+	pid := readPid(stackDir + "/net-contour.pid")
+	if pid == 0 {
+		return nil
+	}
+	return []*replica{{n: 1, pid: pid}}
+}
+
+// floorProxies is what hitless would serve for KIngress i: its serving
+// HTTPProxies, built by the same code from the same KIngress (in memory
+// only, so without the owner reference to it).
+func floorProxies(ns string, i, backend int, svc *corev1.Service) ([]*contourv1.HTTPProxy, error) {
+	ing := harness.KIngress(ns, kName(i), rulesFor(ns, i, backend)...)
+	ctx := config.ToContext(context.Background(), &config.Config{Contour: config.DefaultContour()})
+	s, err := resources.MakeServing(ctx, ing, func(_, _ string, port intstr.IntOrString) (resources.Backend, error) {
+		return resources.ResolveFromService(svc, port)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range s.Proxies {
+		p.OwnerReferences = nil
+	}
+	return s.Proxies, nil
+}
+
+// servedByEveryPod waits until every Envoy pod of each proxy's fleet
+// answers its host from a backend (a 200 on /), checking each (pod, host)
+// until it does and then no more: the same requests a prober sends, with
+// no controller behind them. It returns when the last one did.
+func servedByEveryPod(ctx context.Context, c *harness.Clients, proxies []*contourv1.HTTPProxy, workers int) {
+	type check struct{ addr, host string }
+	fleets := map[string][]string{}
+	var pending []check
+	for _, p := range proxies {
+		fleet := resources.ProxyClass(p)
+		if _, ok := fleets[fleet]; !ok {
+			fleets[fleet] = c.EnvoyPods(ctx, fleet)
+		}
+		for _, ip := range fleets[fleet] {
+			pending = append(pending, check{addr: ip + ":8080", host: p.Spec.VirtualHost.Fqdn})
+		}
+	}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+	served := func(ck check) bool {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ck.addr+"/", nil)
+		if err != nil {
+			return false
+		}
+		req.Host = ck.host
+		resp, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	deadline := time.Now().Add(15 * time.Minute)
+	for len(pending) > 0 {
+		if time.Now().After(deadline) {
+			fail(fmt.Errorf("floor: %d (Envoy pod, host) pairs still not served after 15m", len(pending)))
+		}
+		var mu sync.Mutex
+		var still []check
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					k := int(next.Add(1)) - 1
+					if k >= len(pending) {
+						return
+					}
+					if !served(pending[k]) {
+						mu.Lock()
+						still = append(still, pending[k])
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		pending = still
+		if len(pending) > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// runFloor writes the serving proxies of n KIngresses directly and times
+// them until every Envoy pod serves every host.
+func runFloor(ctx context.Context, c *harness.Clients, ns string, n, workers int, svc func(i int) *corev1.Service) result {
+	var all []*contourv1.HTTPProxy
+	per := make([][]*contourv1.HTTPProxy, n)
+	for i := 0; i < n; i++ {
+		ps, err := floorProxies(ns, i, i, svc(i))
+		if err != nil {
+			fail(fmt.Errorf("floor: the proxies of KIngress %d: %w", i, err))
+		}
+		per[i] = ps
+		all = append(all, ps...)
+	}
+	procs0 := stackCPU()
+	start := time.Now()
+	parallel(n, workers, func(i int) error {
+		for _, p := range per[i] {
+			if _, err := c.Contour.ProjectcontourV1().HTTPProxies(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	created := time.Since(start)
+	servedByEveryPod(ctx, c, all, workers)
+	allServed := time.Since(start)
+	fmt.Fprintf(os.Stderr, "floor: %d HTTPProxies of %d KIngresses written in %v, served by every Envoy pod %v after the first write\n",
+		len(all), n, created.Round(time.Millisecond), allServed.Round(time.Millisecond))
+	fmt.Printf("\n%-42s %s\n", "measure (floor: no controller)", "value")
+	fmt.Printf("%-42s %d\n", "KIngresses' worth of HTTPProxies", n)
+	fmt.Printf("%-42s %d\n", "HTTPProxies written", len(all))
+	fmt.Printf("%-42s %.1f\n", "all served by every Envoy pod (s)", allServed.Seconds())
+	fmt.Printf("%-42s %s\n", "CPU-s by process (2 cores)", stackCPU().since(procs0).describe(allServed))
+	fmt.Printf("scale: mode=floor kingresses=%d all_ready_s=%.1f\n", n, allServed.Seconds())
+	return result{n: n, allReady: allServed.Seconds()}
+}
