@@ -305,6 +305,17 @@ func (l *Load) PerSecond(start time.Time) []map[string]int {
 
 // Scrape reads one counter from a Prometheus text endpoint (0 when absent).
 func Scrape(url, metric string) float64 {
+	return scrape(url, metric, "")
+}
+
+// ScrapeLabeled is Scrape of the series whose label has the value.
+func ScrapeLabeled(url, metric, label, value string) float64 {
+	return scrape(url, metric, fmt.Sprintf("%s=%q", label, value))
+}
+
+// scrape sums the samples of metric whose labels contain match ("" for
+// every sample).
+func scrape(url, metric, match string) float64 {
 	if url == "" {
 		return 0
 	}
@@ -316,12 +327,19 @@ func Scrape(url, metric string) float64 {
 	b, _ := io.ReadAll(resp.Body)
 	total := 0.0
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, metric+" ") || strings.HasPrefix(line, metric+"{") {
-			var v float64
-			fields := strings.Fields(line)
-			if _, err := fmt.Sscan(fields[len(fields)-1], &v); err == nil {
-				total += v
+		if !strings.HasPrefix(line, metric+" ") && !strings.HasPrefix(line, metric+"{") {
+			continue
+		}
+		if match != "" {
+			end := strings.IndexByte(line, '}')
+			if end < 0 || !strings.Contains(line[:end], match) {
+				continue
 			}
+		}
+		var v float64
+		fields := strings.Fields(line)
+		if _, err := fmt.Sscan(fields[len(fields)-1], &v); err == nil {
+			total += v
 		}
 	}
 	return total

@@ -13,10 +13,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -38,6 +40,8 @@ type modeResult struct {
 	warm     []time.Duration
 	switched []time.Duration
 	probes   float64
+	// probe requests sent per rollout, retries included, by result
+	sent map[string]float64
 	// Envoy's upstream retries over the mode's run, every pod of the fleet
 	retries float64
 	panel   harness.PlotPanel
@@ -221,6 +225,7 @@ func run(ctx context.Context, c *harness.Clients, mode string, pods []string, sw
 	load.Allow(name(0))
 	start := time.Now()
 	probesBefore := harness.Scrape(metricsURL, "hitless_probe_requests_total")
+	sentBefore := scrapeSent(metricsURL)
 	retries := c.WatchRetries(ctx, "contour-external", ns)
 	lctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -268,6 +273,10 @@ func run(ctx context.Context, c *harness.Clients, mode string, pods []string, sw
 	wg.Wait()
 	if metricsURL != "" {
 		res.probes = (harness.Scrape(metricsURL, "hitless_probe_requests_total") - probesBefore) / float64(swaps)
+		res.sent = map[string]float64{}
+		for result, n := range scrapeSent(metricsURL) {
+			res.sent[result] = (n - sentBefore[result]) / float64(swaps)
+		}
 	}
 	res.retries = retries.Stop()
 	res.summary = load.Summarize()
@@ -429,7 +438,28 @@ func probesCell(m modeResult) string {
 	if m.probes == 0 {
 		return "n/a (metrics not reachable)"
 	}
-	return fmt.Sprintf("%.1f", m.probes)
+	cell := fmt.Sprintf("%.1f", m.probes)
+	if len(m.sent) > 0 {
+		// what was sent to get there: a retry is a probe that came before
+		// the pod served the round
+		var parts []string
+		for _, r := range slices.Sorted(maps.Keys(m.sent)) {
+			if m.sent[r] > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.1f", r, m.sent[r]))
+			}
+		}
+		cell += " (sent: " + strings.Join(parts, ", ") + ")"
+	}
+	return cell
+}
+
+// scrapeSent reads hitless_probe_sent_total by its result label.
+func scrapeSent(metricsURL string) map[string]float64 {
+	out := map[string]float64{}
+	for _, result := range []string{"confirmed", "not-yet", "error"} {
+		out[result] = harness.ScrapeLabeled(metricsURL, "hitless_probe_sent_total", "result", result)
+	}
+	return out
 }
 
 // envoyLogDir is where the Envoy pods' access logs are read from.

@@ -11,11 +11,15 @@ type result struct {
 	mode               string // hitless, net-contour or floor
 	n                  int
 	allReady, rollouts float64 // seconds
-	cpu, rss           float64 // controller, all replicas: CPU-s; peak RSS of one, MiB
-	writesPerKIngress  float64 // API writes of every client while the N became Ready, per KIngress
-	ours               float64 // of them, hitless's own (HTTPProxies and KIngress status), per KIngress
-	restWrites         float64 // API writes per second by hitless once all were Ready
-	probes, sent       float64 // probe requests scheduled (URLs x pods per round) and sent
+	// readyN of n were Ready when allReady was taken (n: all; fewer: the
+	// wait ran out); rolledN of roll rollouts likewise (0 of them when the
+	// rollouts did not run because not all were Ready)
+	readyN, roll, rolledN int
+	cpu, rss              float64 // controller, all replicas: CPU-s; peak RSS of one, MiB
+	writesPerKIngress     float64 // API writes of every client while the N became Ready, per KIngress
+	ours                  float64 // of them, hitless's own (HTTPProxies and KIngress status), per KIngress
+	restWrites            float64 // API writes per second by hitless once all were Ready
+	probes, sent          float64 // probe requests scheduled (URLs x pods per round) and sent
 }
 
 // measure is one panel of the growth curve: a value per size, and the
@@ -37,6 +41,40 @@ var measures = []measure{
 // writeSideBySide prints each mode's figures per size and the ratios the
 // targets are set in: hitless/net-contour and hitless/floor (below 1:
 // hitless is faster).
+// allReadyCell is the time to all Ready, or a bound and how many were
+// Ready when the wait ran out.
+func (r result) allReadyCell() string {
+	if r.readyN < r.n {
+		return fmt.Sprintf("> %.0f (%d of %d Ready)", r.allReady, r.readyN, r.n)
+	}
+	return fmt.Sprintf("%.1f", r.allReady)
+}
+
+func (r result) rolloutsCell() string {
+	switch {
+	case r.readyN < r.n:
+		return "not run (not all Ready)"
+	case r.rolledN < r.roll:
+		return fmt.Sprintf("> %.0f (%d of %d Ready)", r.rollouts, r.rolledN, r.roll)
+	}
+	return fmt.Sprintf("%.1f", r.rollouts)
+}
+
+// ratio is a/b as a table cell: a bound when either side is one.
+func ratio(a, b float64, aDone, bDone bool) string {
+	switch {
+	case !aDone && a == 0, !bDone && b == 0:
+		return "n/a (not run)"
+	case aDone && bDone:
+		return fmt.Sprintf("%.2f", a/b)
+	case aDone:
+		return fmt.Sprintf("< %.2f", a/b)
+	case bDone:
+		return fmt.Sprintf("> %.2f", a/b)
+	}
+	return "n/a (neither finished)"
+}
+
 func writeSideBySide(w io.Writer, byMode map[string][]result) {
 	fmt.Fprintln(w, "| KIngresses | mode | all Ready (s) | 100 rollouts (s) | controller peak RSS (MiB) | controller CPU (s) |")
 	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|")
@@ -47,19 +85,20 @@ func writeSideBySide(w io.Writer, byMode map[string][]result) {
 			}
 			r := byMode[mode][i]
 			if mode == modeFloor {
-				fmt.Fprintf(w, "| %d | %s | %.1f | - | - | - |\n", r.n, mode, r.allReady)
+				fmt.Fprintf(w, "| %d | %s | %s | - | - | - |\n", r.n, mode, r.allReadyCell())
 				continue
 			}
-			fmt.Fprintf(w, "| %d | %s | %.1f | %.1f | %.0f | %.1f |\n", r.n, mode, r.allReady, r.rollouts, r.rss, r.cpu)
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %.0f | %.1f |\n", r.n, mode, r.allReadyCell(), r.rolloutsCell(), r.rss, r.cpu)
 		}
 		if i < len(byMode[modeNetContour]) {
 			nc := byMode[modeNetContour][i]
-			fmt.Fprintf(w, "ratio at %d: all Ready hitless/net-contour %.2f (target <= 0.5), 100 rollouts hitless/net-contour %.2f (target <= 0.5)\n",
-				h.n, h.allReady/nc.allReady, h.rollouts/nc.rollouts)
+			fmt.Fprintf(w, "ratio at %d: all Ready hitless/net-contour %s (target <= 0.5), %d rollouts hitless/net-contour %s (target <= 0.5)\n",
+				h.n, ratio(h.allReady, nc.allReady, h.readyN == h.n, nc.readyN == nc.n), h.roll,
+				ratio(h.rollouts, nc.rollouts, h.readyN == h.n && h.rolledN == h.roll, nc.readyN == nc.n && nc.rolledN == nc.roll))
 		}
 		if i < len(byMode[modeFloor]) {
 			fl := byMode[modeFloor][i]
-			fmt.Fprintf(w, "ratio at %d: all Ready hitless/floor %.2f (target <= 1.3)\n", h.n, h.allReady/fl.allReady)
+			fmt.Fprintf(w, "ratio at %d: all Ready hitless/floor %s (target <= 1.3)\n", h.n, ratio(h.allReady, fl.allReady, h.readyN == h.n, fl.readyN == fl.n))
 		}
 	}
 }
