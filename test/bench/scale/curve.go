@@ -38,9 +38,6 @@ var measures = []measure{
 	{"API writes per KIngress (all clients)", func(r result) float64 { return r.writesPerKIngress }, nil},
 }
 
-// writeSideBySide prints each mode's figures per size and the ratios the
-// targets are set in: hitless/net-contour and hitless/floor (below 1:
-// hitless is faster).
 // allReadyCell is the time to all Ready, or a bound and how many were
 // Ready when the wait ran out.
 func (r result) allReadyCell() string {
@@ -50,6 +47,7 @@ func (r result) allReadyCell() string {
 	return fmt.Sprintf("%.1f", r.allReady)
 }
 
+// rolloutsCell is allReadyCell for the rollouts.
 func (r result) rolloutsCell() string {
 	switch {
 	case r.readyN < r.n:
@@ -75,6 +73,9 @@ func ratio(a, b float64, aDone, bDone bool) string {
 	return "n/a (neither finished)"
 }
 
+// writeSideBySide prints each mode's figures per size and the ratios the
+// targets are set in: hitless/net-contour and hitless/floor (below 1:
+// hitless is faster).
 func writeSideBySide(w io.Writer, byMode map[string][]result) {
 	fmt.Fprintln(w, "| KIngresses | mode | all Ready (s) | 100 rollouts (s) | controller peak RSS (MiB) | controller CPU (s) |")
 	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|")
