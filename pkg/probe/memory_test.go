@@ -31,7 +31,7 @@ func BenchmarkRoundMemory(b *testing.B) {
 					}
 					return []Target{{Class: "contour-external", PodIPs: sets.New("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"), PodPort: "8080", URLs: urls}}, nil
 				})
-				p := New(zap.NewNop().Sugar(), lister, func(types.NamespacedName) {}, Options{InitialDelay: time.Hour})
+				p := New(zap.NewNop().Sugar(), lister, func(types.NamespacedName) {}, Options{InitialDelay: time.Hour, Key: testKey})
 				done := make(chan struct{})
 				p.Start(done)
 				ings := make([]*v1alpha1.Ingress, n)

@@ -39,6 +39,8 @@ import (
 	nethttp "knative.dev/networking/pkg/http"
 	"knative.dev/networking/pkg/http/header"
 	"knative.dev/networking/pkg/ingress"
+
+	"github.com/hitless/hitless/pkg/probekey"
 )
 
 // Target is what to probe on the Envoy pods of one class through one of
@@ -78,6 +80,9 @@ type Options struct {
 	PerPod int
 	// IdlePod is how long a pod nobody probes keeps its connections.
 	IdlePod time.Duration
+	// Key derives the token every probe carries (probekey.Header): the
+	// routes it probes match only requests that carry it.
+	Key probekey.Key
 }
 
 // Defaults. A rollout is probed at least every second for its first ten
@@ -605,6 +610,11 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 	req.Header.Set(header.UserAgentKey, header.IngressReadinessUserAgent)
 	req.Header.Set(header.ProbeKey, header.ProbeValue)
 	req.Header.Set(header.HashKey, header.HashValueOverride)
+	token, err := p.opts.Key.Token(c.round.key.Namespace)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set(probekey.Header, token)
 	resp, err := transport.RoundTrip(req)
 	if err != nil {
 		return "", err
@@ -629,8 +639,9 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 		// Envoy answered before routing, which proves nothing about the
 		// route or its backend. Unlike Knative's prober, this is no
 		// reason to give up on the URL and call it served; it waits, and
-		// the condition shows the code, until the server lets probes
-		// (K-Network-Probe: probe) through.
+		// the condition shows the code. hitless's probe routes skip the
+		// authorization server, so this is a route that is not (yet) one
+		// of them.
 		return strconv.Itoa(resp.StatusCode), errNotYet
 	default:
 		p.logger.Infow("Probe abandoned on an unexpected status", "key", c.round.key.String(), "url", c.url.String(), "pod", c.ip, "status", resp.StatusCode)

@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -20,6 +21,8 @@ import (
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"knative.dev/networking/pkg/http/header"
 	"knative.dev/networking/pkg/ingress"
+
+	"github.com/hitless/hitless/pkg/probekey"
 )
 
 // envoyPod answers probes the way an Envoy pod with Contour's routes does:
@@ -50,6 +53,12 @@ func newEnvoyPod(t *testing.T, ip string) *envoyPod {
 		e.requests.Add(1)
 		if r.Header.Get(header.HashKey) != header.HashValueOverride || r.Header.Get(header.ProbeKey) != header.ProbeValue {
 			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		// hitless's probe routes match only the namespace's token; no
+		// route, Envoy's 404, for anything else.
+		if r.Header.Get(probekey.Header) != defaultToken {
+			w.WriteHeader(http.StatusNotFound)
 			return
 		}
 		e.mu.Lock()
@@ -112,6 +121,13 @@ func (f *fleet) ListProbeTargets(_ context.Context, ing *v1alpha1.Ingress) ([]Ta
 	return out, nil
 }
 
+// testKey is the prober's key in these tests; defaultToken opens the probe
+// routes of namespace default, where every test KIngress lives.
+var (
+	testKey         = probekey.Key(bytes.Repeat([]byte{7}, probekey.Size))
+	defaultToken, _ = testKey.Token("default")
+)
+
 func kingress(name string, hosts ...string) *v1alpha1.Ingress {
 	return &v1alpha1.Ingress{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
@@ -168,7 +184,7 @@ func (c *confirmations) none(t *testing.T, within time.Duration) {
 
 func newTestProber(t *testing.T, f *fleet, c *confirmations) *Prober {
 	t.Helper()
-	p := New(zap.NewNop().Sugar(), f, c.ready, Options{InitialDelay: time.Millisecond, BackoffInitial: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
+	p := New(zap.NewNop().Sugar(), f, c.ready, Options{Key: testKey, InitialDelay: time.Millisecond, BackoffInitial: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
 	p.Start(done)
@@ -387,10 +403,10 @@ func TestUnreachablePodSaysWhy(t *testing.T) {
 }
 
 func TestBackoff(t *testing.T) {
-	defaults := New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{})
+	defaults := New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{Key: testKey})
 	// PROBE_MAX_RETRY_DELAY_SECONDS=1: a probe every second however long
 	// the wait, as before waits stretched the back-off.
-	capped := New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{BackoffMax: time.Second})
+	capped := New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{Key: testKey, BackoffMax: time.Second})
 	for _, tc := range []struct {
 		name    string
 		p       *Prober
@@ -407,7 +423,7 @@ func TestBackoff(t *testing.T) {
 		{"a tenth of a long wait", defaults, 30, 30 * time.Second, 3 * time.Second},
 		{"at most the cap", defaults, 60, 3 * time.Minute, 5 * time.Second},
 		{"a cap of a second keeps a second", capped, 60, 3 * time.Minute, time.Second},
-		{"a cap below a second caps the doubling", New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{BackoffMax: 200 * time.Millisecond}), 5, time.Second, 200 * time.Millisecond},
+		{"a cap below a second caps the doubling", New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{Key: testKey, BackoffMax: 200 * time.Millisecond}), 5, time.Second, 200 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for range 20 {
@@ -430,7 +446,7 @@ func TestHTTPSProbesCarryTheHostsSNI(t *testing.T) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sni.Store(r.TLS.ServerName)
 		// Envoy picks the filter chain (and route table) by SNI.
-		if r.TLS.ServerName != "secure.example.com" || r.Host != "secure.example.com" {
+		if r.TLS.ServerName != "secure.example.com" || r.Host != "secure.example.com" || r.Header.Get(probekey.Header) != defaultToken {
 			w.WriteHeader(http.StatusNotFound)
 			return
 		}
@@ -447,7 +463,7 @@ func TestHTTPSProbesCarryTheHostsSNI(t *testing.T) {
 		return []Target{{Class: "contour-external", PodIPs: sets.New("127.0.0.2"), PodPort: port,
 			URLs: []*url.URL{{Scheme: "https", Host: "secure.example.com", Path: "/"}}}}, nil
 	})
-	p := New(zap.NewNop().Sugar(), lister, c.ready, Options{InitialDelay: time.Millisecond})
+	p := New(zap.NewNop().Sugar(), lister, c.ready, Options{Key: testKey, InitialDelay: time.Millisecond})
 	done := make(chan struct{})
 	t.Cleanup(func() { close(done) })
 	p.Start(done)

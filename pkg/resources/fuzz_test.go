@@ -1,7 +1,6 @@
 package resources
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -51,7 +50,7 @@ func FuzzMakeServing(f *testing.F) {
 		})
 		s := svc(service)
 		s.Spec.Ports = []corev1.ServicePort{{Name: hname, Port: 80}}
-		got, err := MakeServing(context.Background(), ing, resolverOf(s))
+		got, err := MakeServing(bg(), ing, resolverOf(s))
 		if err != nil {
 			var se *SpecError
 			var be *BackendError
@@ -70,7 +69,7 @@ func FuzzMakeServing(f *testing.F) {
 				}
 			}
 		}
-		warm, err := MakeWarm(context.Background(), ing, got.Backends, got.Backends)
+		warm, err := MakeWarm(bg(), ing, got.Backends, got.Backends)
 		if err != nil {
 			t.Fatalf("MakeWarm() = %v", err)
 		}

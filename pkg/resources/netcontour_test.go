@@ -1,7 +1,6 @@
 package resources
 
 import (
-	"context"
 	"crypto/sha1" //nolint:gosec // net-contour's label, not security
 	"fmt"
 	"testing"
@@ -83,7 +82,7 @@ func TestNetContourFindsServingProxies(t *testing.T) {
 			HTTP:       ing.Spec.Rules[0].HTTP.DeepCopy(),
 		})
 	})
-	got, err := MakeServing(context.Background(), ing, resolverOf(svc("blue")))
+	got, err := MakeServing(bg(), ing, resolverOf(svc("blue")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +128,7 @@ func TestNetContourFindsServingProxies(t *testing.T) {
 		}
 	}
 
-	warm, err := MakeWarm(context.Background(), ing, got.Backends, got.Backends)
+	warm, err := MakeWarm(bg(), ing, got.Backends, got.Backends)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hitless/hitless/pkg/config"
 	"github.com/hitless/hitless/pkg/probe"
+	"github.com/hitless/hitless/pkg/probekey"
 	"github.com/hitless/hitless/pkg/resources/names"
 )
 
@@ -73,6 +74,10 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 	if err != nil {
 		return nil, err
 	}
+	token, err := probekey.FromContext(ctx).Token(ing.Namespace)
+	if err != nil {
+		return nil, err
+	}
 
 	out := &Serving{Backends: ClassBackends{}, Hash: pendingHash}
 	for _, k := range keys {
@@ -84,7 +89,7 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 		if auth != nil && tls == nil {
 			return nil, authorizationNeedsTLS(ing, k.host)
 		}
-		routes, err := makeRoutes(ing, cfg, v.paths, tls != nil, auth != nil, internalTLS, specHash, resolve)
+		routes, err := makeRoutes(ing, cfg, v.paths, tls != nil, auth != nil, internalTLS, specHash, token, resolve)
 		if err != nil {
 			return nil, err
 		}
@@ -343,56 +348,38 @@ func secretRef(proxyNS, ns, name string) string {
 // whether the virtual host terminates TLS, which is when httpOption decides
 // between serving plain HTTP (Enabled) and redirecting it (Redirected).
 // authorized tells that the host is behind an authorization server: Contour
-// authorizes only what reaches the HTTPS listener, so no route of it, probe
-// routes included, is served over plain HTTP whatever httpOption says
+// authorizes only what reaches the HTTPS listener, so no route of it that a
+// client can use is served over plain HTTP whatever httpOption says
 // (net-contour serves them there unauthorized under Enabled: failing open).
 //
-// After the user's routes come the probe routes: one per distinct prefix,
-// matching the networking prober's `K-Network-Hash: override`, setting
-// Knative's hash of the KIngress (specHash), which Knative backends echo, and
-// answering with the served hash in probe.HashHeader (set by setHash once
-// the proxies are complete). Unlike ingress.InsertProbe
-// they drop the path's own header matches, which a probe cannot carry: that
-// keeps every prefix probeable.
-func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alpha1.HTTPIngressPath, tls, authorized, internalTLS bool, specHash string, resolve Resolver) ([]contourv1.Route, error) {
-	var routes []contourv1.Route
+// Two kinds of probe routes follow the user's routes:
+//   - Knative's (ingress.InsertProbe): each user route again, matching
+//     `K-Network-Hash: override` too and passing Knative's hash of the spec
+//     (specHash) to the backend, which echoes it. Anyone may send that
+//     header (Knative's conformance suite does), so these keep everything of
+//     the user route: its header matches, its redirect, its authorization.
+//     They reach nothing the user route does not.
+//   - hitless's own: one per distinct prefix, matching the prober's token
+//     (probekey) besides `K-Network-Hash: override`, so no client can use
+//     one. They are served over plain HTTP where the host redirects (a
+//     redirect proves nothing about the route), skip the authorization
+//     server (the prober is no user of it), never retry (a probe must see
+//     what one try gets) and answer with the served hash in
+//     probe.HashHeader (set by setHash once the proxies are complete). They
+//     drop the path's own header matches, which a probe does not carry, so
+//     every prefix is probeable; Contour orders them before Knative's of the
+//     same prefix, having more header conditions.
+func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alpha1.HTTPIngressPath, tls, authorized, internalTLS bool, specHash, token string, resolve Resolver) ([]contourv1.Route, error) {
+	var routes, knativeProbes, ownProbes []contourv1.Route
 	seen := sets.New[string]()
-	all := make([]netv1alpha1.HTTPIngressPath, 0, 2*len(paths))
-	all = append(all, paths...)
+	// Redirected (or authorized) hosts serve their user routes over HTTPS only.
+	userInsecure := tls && !authorized && ing.Spec.HTTPOption != netv1alpha1.HTTPOptionRedirected
 	for _, p := range paths {
-		if isChallengePath(p.Path) {
-			continue // never probed: no probe route
-		}
-		pp := *p.DeepCopy()
-		pp.Headers = map[string]netv1alpha1.HeaderMatch{header.HashKey: {Exact: header.HashValueOverride}}
-		if pp.AppendHeaders == nil {
-			pp.AppendHeaders = map[string]string{}
-		}
-		pp.AppendHeaders[header.HashKey] = specHash
-		all = append(all, pp)
-	}
-	for _, p := range all {
-		conds := []contourv1.MatchCondition{{Prefix: prefixOf(p.Path)}}
-		isProbe := false
-		for _, name := range sortedKeys(p.Headers) {
-			conds = append(conds, contourv1.MatchCondition{Header: &contourv1.HeaderMatchCondition{Name: name, Exact: p.Headers[name].Exact}})
-			if name == header.HashKey && p.Headers[name].Exact == header.HashValueOverride {
-				isProbe = true
-			}
-		}
-		// Merged rules may repeat a path; Contour rejects a proxy with two
-		// routes of identical conditions, and the first one wins anyway.
-		ck := conditionKey(conds)
-		if seen.Has(ck) {
-			continue
-		}
-		seen.Insert(ck)
-
 		services, err := makeServices(ing, p, internalTLS, resolve)
 		if err != nil {
 			return nil, err
 		}
-
+		conds := pathConditions(p)
 		route := contourv1.Route{
 			Conditions:       conds,
 			Services:         services,
@@ -403,27 +390,90 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 			},
 			RequestHeadersPolicy: headersPolicy(p.AppendHeaders, p.RewriteHost),
 			// Retries are for user traffic (a backend pod going away
-			// mid-request). A probe must see what one try gets, so that
-			// a retry never passes a pod or backend that is not ready.
-			RetryPolicy: retryPolicyFor(cfg, isProbe),
-			// Probes go over plain HTTP whatever httpOption says, so that a
-			// redirect never passes for a ready route; an authorized host is
-			// probed over HTTPS alone.
-			PermitInsecure: tls && !authorized && (isProbe || ing.Spec.HTTPOption != netv1alpha1.HTTPOptionRedirected),
+			// mid-request).
+			RetryPolicy:    cfg.RetryPolicy.DeepCopy(),
+			PermitInsecure: userInsecure,
 		}
-		if isProbe {
-			route.ResponseHeadersPolicy = headersPolicy(map[string]string{probe.HashHeader: pendingHash}, "")
+		// Merged rules may repeat a path; Contour rejects a proxy with two
+		// routes of identical conditions, and the first one wins anyway.
+		if ck := conditionKey(conds); !seen.Has(ck) {
+			seen.Insert(ck)
+			routes = append(routes, route)
 		}
-		routes = append(routes, route)
+		if isChallengePath(p.Path) {
+			continue // never probed: no probe route
+		}
+
+		kp := *route.DeepCopy()
+		kp.Conditions = append(kp.Conditions, hashOverride())
+		kp.RequestHeadersPolicy = headersPolicy(withHash(p.AppendHeaders, specHash), p.RewriteHost)
+		if ck := conditionKey(kp.Conditions); !seen.Has(ck) {
+			seen.Insert(ck)
+			knativeProbes = append(knativeProbes, kp)
+		}
+
+		op := contourv1.Route{
+			Conditions:       []contourv1.MatchCondition{{Prefix: prefixOf(p.Path)}, hashOverride(), tokenMatch(token)},
+			Services:         route.Services,
+			EnableWebsockets: true,
+			TimeoutPolicy:    route.TimeoutPolicy.DeepCopy(),
+			// Set, not appended: the backend sees Knative's hash alone.
+			RequestHeadersPolicy:  withoutToken(headersPolicy(withHash(p.AppendHeaders, specHash), p.RewriteHost)),
+			ResponseHeadersPolicy: headersPolicy(map[string]string{probe.HashHeader: pendingHash}, ""),
+			// An authorized host is probed over HTTPS alone: Contour
+			// redirects every plain HTTP request of it.
+			PermitInsecure: tls && !authorized,
+		}
+		if authorized {
+			op.AuthPolicy = &contourv1.AuthorizationPolicy{Disabled: true}
+		}
+		if ck := conditionKey(op.Conditions); !seen.Has(ck) {
+			seen.Insert(ck)
+			ownProbes = append(ownProbes, op)
+		}
 	}
-	return routes, nil
+	routes = append(routes, knativeProbes...)
+	return append(routes, ownProbes...), nil
 }
 
-func retryPolicyFor(cfg *config.Contour, probe bool) *contourv1.RetryPolicy {
-	if probe {
-		return nil
+// pathConditions are the match conditions of a KIngress path: its prefix
+// and its exact header matches.
+func pathConditions(p netv1alpha1.HTTPIngressPath) []contourv1.MatchCondition {
+	conds := []contourv1.MatchCondition{{Prefix: prefixOf(p.Path)}}
+	for _, name := range sortedKeys(p.Headers) {
+		conds = append(conds, contourv1.MatchCondition{Header: &contourv1.HeaderMatchCondition{Name: name, Exact: p.Headers[name].Exact}})
 	}
-	return cfg.RetryPolicy.DeepCopy()
+	return conds
+}
+
+// hashOverride matches Knative's probe requests (K-Network-Hash: override).
+func hashOverride() contourv1.MatchCondition {
+	return contourv1.MatchCondition{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}}
+}
+
+// tokenMatch matches requests that carry the prober's token.
+func tokenMatch(token string) contourv1.MatchCondition {
+	return contourv1.MatchCondition{Header: &contourv1.HeaderMatchCondition{Name: probekey.Header, Exact: token}}
+}
+
+// withoutToken has Envoy remove the prober's token before the request goes
+// upstream: no backend ever sees one.
+func withoutToken(hp *contourv1.HeadersPolicy) *contourv1.HeadersPolicy {
+	if hp == nil {
+		hp = &contourv1.HeadersPolicy{}
+	}
+	hp.Remove = append(hp.Remove, probekey.Header)
+	return hp
+}
+
+// withHash is a path's appendHeaders with K-Network-Hash set to hash.
+func withHash(set map[string]string, hash string) map[string]string {
+	out := make(map[string]string, len(set)+1)
+	for k, v := range set {
+		out[k] = v
+	}
+	out[header.HashKey] = hash
+	return out
 }
 
 // makeServices turns the splits of a path into the Services of its route.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1" //nolint:gosec // net-contour's label, not security
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 
@@ -24,6 +25,7 @@ import (
 
 	"github.com/hitless/hitless/pkg/config"
 	"github.com/hitless/hitless/pkg/probe"
+	"github.com/hitless/hitless/pkg/probekey"
 	"github.com/hitless/hitless/pkg/resources/names"
 )
 
@@ -132,20 +134,70 @@ func withIngressAnnotations(ing *netv1alpha1.Ingress, own map[string]string) map
 
 var infinite = &contourv1.TimeoutPolicy{Response: "infinity", Idle: "infinity"}
 
-// probeRoute is the probe route of a prefix: Knative's hash of the spec to
-// the backend, the served hash in Envoy's answer.
+// probeRoute is hitless's probe route of a prefix: only the prober's
+// token opens it; Knative's hash of the spec to the backend, the served
+// hash in Envoy's answer, the token removed on the way.
 func probeRoute(ing *netv1alpha1.Ingress, prefix, hash string, services ...contourv1.Service) contourv1.Route {
 	return contourv1.Route{
 		Conditions: []contourv1.MatchCondition{
 			{Prefix: prefix},
 			{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}},
+			{Header: &contourv1.HeaderMatchCondition{Name: probekey.Header, Exact: testToken}},
 		},
-		Services:              services,
-		EnableWebsockets:      true,
-		TimeoutPolicy:         infinite,
-		RequestHeadersPolicy:  &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: header.HashKey, Value: specHash(ing)}}},
+		Services:         services,
+		EnableWebsockets: true,
+		TimeoutPolicy:    infinite,
+		RequestHeadersPolicy: &contourv1.HeadersPolicy{
+			Set:    []contourv1.HeaderValue{{Name: header.HashKey, Value: specHash(ing)}},
+			Remove: []string{probekey.Header},
+		},
 		ResponseHeadersPolicy: servedHashAnswer(hash),
 	}
+}
+
+// withKnativeProbes adds, after the user routes of want and before
+// hitless's probe routes (those matching the token), Knative's probe route
+// of each user route but ACME challenges' (ingress.InsertProbe): the user
+// route itself, matching K-Network-Hash: override too and setting Knative's
+// hash of the spec. TestKnativeProbeRoutesKeepTheUserRoute spells one out.
+func withKnativeProbes(ing *netv1alpha1.Ingress, want []*contourv1.HTTPProxy) []*contourv1.HTTPProxy {
+	for _, p := range want {
+		var user, own, knative []contourv1.Route
+		for _, r := range p.Spec.Routes {
+			isOwn := false
+			for _, c := range r.Conditions {
+				if c.Header != nil && c.Header.Name == probekey.Header {
+					isOwn = true
+				}
+			}
+			if isOwn {
+				own = append(own, r)
+				continue
+			}
+			user = append(user, r)
+			if isChallengePath(r.Conditions[0].Prefix) {
+				continue
+			}
+			k := *r.DeepCopy()
+			k.Conditions = append(k.Conditions, contourv1.MatchCondition{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}})
+			set := []contourv1.HeaderValue{{Name: header.HashKey, Value: specHash(ing)}}
+			var host []contourv1.HeaderValue
+			if k.RequestHeadersPolicy != nil {
+				for _, h := range k.RequestHeadersPolicy.Set {
+					if h.Name == "Host" {
+						host = append(host, h)
+					} else {
+						set = append(set, h)
+					}
+				}
+			}
+			sort.Slice(set, func(i, j int) bool { return set[i].Name < set[j].Name })
+			k.RequestHeadersPolicy = &contourv1.HeadersPolicy{Set: append(set, host...)}
+			knative = append(knative, k)
+		}
+		p.Spec.Routes = append(append(user, knative...), own...)
+	}
+	return want
 }
 
 func specHash(ing *netv1alpha1.Ingress) string {
@@ -407,12 +459,14 @@ func TestMakeServing(t *testing.T) {
 						Conditions: []contourv1.MatchCondition{
 							{Prefix: "/api"},
 							{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}},
+							{Header: &contourv1.HeaderMatchCondition{Name: probekey.Header, Exact: testToken}},
 						},
 						Services:         services,
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
 						RequestHeadersPolicy: &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{
-							{Name: header.HashKey, Value: specHash(ing)}, {Name: "X-Pre", Value: "1"}, {Name: "Host", Value: "rewritten.example.com"}}},
+							{Name: header.HashKey, Value: specHash(ing)}, {Name: "X-Pre", Value: "1"}, {Name: "Host", Value: "rewritten.example.com"}},
+							Remove: []string{probekey.Header}},
 						ResponseHeadersPolicy: servedHashAnswer(hash),
 					}},
 				},
@@ -528,6 +582,10 @@ func TestMakeServing(t *testing.T) {
 		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
 			m := meta(ing, "contour-external", "hello.example.com")
 			m.Annotations[AnnotationHash] = hash
+			// Only the prober's token opens it: the authorization server
+			// is for users.
+			ownProbe := probeRoute(ing, "/", hash, blue)
+			ownProbe.AuthPolicy = &contourv1.AuthorizationPolicy{Disabled: true}
 			return []*contourv1.HTTPProxy{{
 				ObjectMeta: m,
 				Spec: contourv1.HTTPProxySpec{
@@ -545,7 +603,7 @@ func TestMakeServing(t *testing.T) {
 						EnableWebsockets: true,
 						TimeoutPolicy:    infinite,
 						RetryPolicy:      config.DefaultRetryPolicy(),
-					}, probeRoute(ing, "/", hash, blue)},
+					}, ownProbe},
 				},
 			}}
 		},
@@ -633,7 +691,7 @@ func TestMakeServing(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
+			ctx := bg()
 			if tc.cfg != nil || tc.network != nil {
 				cc := tc.cfg
 				if cc == nil {
@@ -650,10 +708,10 @@ func TestMakeServing(t *testing.T) {
 				t.Fatalf("MakeServing() = %v", err)
 			}
 			// The hash is the digest of the proxies as they are without it.
-			if want := servedHash(tc.want(tc.ing, pendingHash)); got.Hash != want {
+			if want := servedHash(withKnativeProbes(tc.ing, tc.want(tc.ing, pendingHash))); got.Hash != want {
 				t.Errorf("Hash = %q, want %q", got.Hash, want)
 			}
-			if diff := cmp.Diff(tc.want(tc.ing, got.Hash), got.Proxies); diff != "" {
+			if diff := cmp.Diff(withKnativeProbes(tc.ing, tc.want(tc.ing, got.Hash)), got.Proxies); diff != "" {
 				t.Errorf("proxies (-want, +got):\n%s", diff)
 			}
 			if !got.Backends.Equal(tc.backend) {
@@ -678,34 +736,34 @@ func TestServedHashFollowsWhatIsServed(t *testing.T) {
 	}
 	noRetries := config.DefaultContour()
 	noRetries.RetryPolicy = nil
-	base := hashOf(context.Background(), kingress(), svc("blue"))
+	base := hashOf(bg(), kingress(), svc("blue"))
 	for _, tc := range []struct {
 		name string
 		hash string
 		same bool
 	}{{
 		name: "the same KIngress and configuration",
-		hash: hashOf(context.Background(), kingress(), svc("blue")),
+		hash: hashOf(bg(), kingress(), svc("blue")),
 		same: true,
 	}, {
 		name: "an annotation of the KIngress alone (copied to the proxies' metadata, not their routes)",
-		hash: hashOf(context.Background(), kingress(func(ing *netv1alpha1.Ingress) { ing.Annotations["example.com/team"] = "a" }), svc("blue")),
+		hash: hashOf(bg(), kingress(func(ing *netv1alpha1.Ingress) { ing.Annotations["example.com/team"] = "a" }), svc("blue")),
 		same: true,
 	}, {
 		name: "another generation of the same spec",
-		hash: hashOf(context.Background(), kingress(func(ing *netv1alpha1.Ingress) { ing.Generation++ }), svc("blue")),
+		hash: hashOf(bg(), kingress(func(ing *netv1alpha1.Ingress) { ing.Generation++ }), svc("blue")),
 		same: true,
 	}, {
 		name: "a header the spec adds",
-		hash: hashOf(context.Background(), kingress(func(ing *netv1alpha1.Ingress) {
+		hash: hashOf(bg(), kingress(func(ing *netv1alpha1.Ingress) {
 			ing.Spec.Rules[0].HTTP.Paths[0].AppendHeaders = map[string]string{"X-A": "1"}
 		}), svc("blue")),
 	}, {
 		name: "config-contour's retry policy",
-		hash: hashOf(config.ToContext(context.Background(), &config.Config{Contour: noRetries}), kingress(), svc("blue")),
+		hash: hashOf(config.ToContext(bg(), &config.Config{Contour: noRetries}), kingress(), svc("blue")),
 	}, {
 		name: "the backend Service's port renamed http2 (the upstream protocol becomes h2c)",
-		hash: hashOf(context.Background(), kingress(), svc("blue", corev1.ServicePort{Name: "http2", Port: 80})),
+		hash: hashOf(bg(), kingress(), svc("blue", corev1.ServicePort{Name: "http2", Port: 80})),
 	}} {
 		if same := tc.hash == base; same != tc.same {
 			t.Errorf("%s: hash equal to the base's = %v, want %v", tc.name, same, tc.same)
@@ -785,7 +843,7 @@ func TestMakeServingBadInput(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := MakeServing(context.Background(), tc.ing, resolverOf(tc.svcs...))
+			_, err := MakeServing(bg(), tc.ing, resolverOf(tc.svcs...))
 			var se *SpecError
 			var be *BackendError
 			switch {
@@ -824,7 +882,7 @@ func TestProbeTargets(t *testing.T) {
 		// Only secure.example.com terminates TLS: it is probed over HTTPS too.
 		ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"secure.example.com"}, SecretName: "cert", SecretNamespace: ing.Namespace}}
 	})
-	got, err := ProbeTargets(context.Background(), ing)
+	got, err := ProbeTargets(bg(), ing)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -849,7 +907,7 @@ func TestProbeTargets(t *testing.T) {
 		ing.Annotations[AnnotationExtensionService] = "authz"
 		ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert"}}
 	})
-	got, err = ProbeTargets(context.Background(), authorized)
+	got, err = ProbeTargets(bg(), authorized)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -862,7 +920,7 @@ func TestProbeTargets(t *testing.T) {
 func TestProxyNamesAreValidForAnyKIngressName(t *testing.T) {
 	for _, name := range []string{"a", strings.Repeat("x", 63), strings.Repeat("long-name.", 25) + "end"} {
 		ing := kingress(func(ing *netv1alpha1.Ingress) { ing.Name = name })
-		got, err := MakeServing(context.Background(), ing, resolverOf(svc("blue")))
+		got, err := MakeServing(bg(), ing, resolverOf(svc("blue")))
 		if err != nil {
 			t.Fatalf("MakeServing(%q) = %v", name, err)
 		}

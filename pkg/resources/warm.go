@@ -13,6 +13,7 @@ import (
 
 	"github.com/hitless/hitless/pkg/config"
 	"github.com/hitless/hitless/pkg/probe"
+	"github.com/hitless/hitless/pkg/probekey"
 	"github.com/hitless/hitless/pkg/resources/names"
 )
 
@@ -45,6 +46,10 @@ type Warm struct {
 // served one.
 func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probed ClassBackends) (*Warm, error) {
 	cfg := config.FromContextOrDefaults(ctx).Contour
+	token, err := probekey.FromContext(ctx).Token(ing.Namespace)
+	if err != nil {
+		return nil, err
+	}
 	synthetic := &netv1alpha1.Ingress{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   ing.Namespace,
@@ -115,19 +120,23 @@ func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probed ClassB
 		for _, b := range SortedBackends(keep[class]) {
 			svc := contourService(b, 100)
 			p.Spec.Routes = append(p.Spec.Routes, contourv1.Route{
-				// Only probes match: the warm host is no way in for users.
-				// It has no TLS, so no authorization server either; asking
-				// for K-Network-Probe too means whatever reaches a Knative
-				// backend this way is answered by its probe handler
-				// (activator, queue-proxy), never by the user's container.
+				// Only hitless's prober matches: the warm host, whose
+				// name anyone can compute, has no TLS and so no
+				// authorization server, and its routes reach the backends
+				// of protected hosts; the token (probekey) keeps everyone
+				// else out. K-Network-Probe is asked for too, so whatever
+				// reaches a Knative backend this way is answered by its
+				// probe handler (activator, queue-proxy), never by the
+				// user's container.
 				Conditions: []contourv1.MatchCondition{
 					{Prefix: names.BackendPath(b.Key())},
-					{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}},
+					hashOverride(),
 					{Header: &contourv1.HeaderMatchCondition{Name: header.ProbeKey, Exact: header.ProbeValue}},
+					tokenMatch(token),
 				},
 				Services:              []contourv1.Service{svc},
 				PermitInsecure:        true,
-				RequestHeadersPolicy:  headersPolicy(map[string]string{header.HashKey: hash}, b.HostRewrite),
+				RequestHeadersPolicy:  withoutToken(headersPolicy(map[string]string{header.HashKey: hash}, b.HostRewrite)),
 				ResponseHeadersPolicy: headersPolicy(map[string]string{probe.HashHeader: hash}, ""),
 			})
 		}

@@ -1,7 +1,6 @@
 package resources
 
 import (
-	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -16,6 +15,7 @@ import (
 	"knative.dev/pkg/kmeta"
 
 	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/probekey"
 	"github.com/hitless/hitless/pkg/resources/names"
 )
 
@@ -27,7 +27,7 @@ func TestMakeWarm(t *testing.T) {
 	keep := ClassBackends{"contour-external": setOf(blue, green), "contour-internal": setOf(local)}
 	probe := ClassBackends{"contour-external": setOf(green)}
 
-	got, err := MakeWarm(context.Background(), ing, keep, probe)
+	got, err := MakeWarm(bg(), ing, keep, probe)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,10 +44,15 @@ func TestMakeWarm(t *testing.T) {
 				{Prefix: names.BackendPath(b.Key())},
 				{Header: &contourv1.HeaderMatchCondition{Name: header.HashKey, Exact: header.HashValueOverride}},
 				{Header: &contourv1.HeaderMatchCondition{Name: header.ProbeKey, Exact: header.ProbeValue}},
+				// The warm host's name is public; only the prober opens it.
+				{Header: &contourv1.HeaderMatchCondition{Name: probekey.Header, Exact: testToken}},
 			},
-			Services:              []contourv1.Service{s},
-			PermitInsecure:        true,
-			RequestHeadersPolicy:  &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: header.HashKey, Value: got.Hash}}},
+			Services:       []contourv1.Service{s},
+			PermitInsecure: true,
+			RequestHeadersPolicy: &contourv1.HeadersPolicy{
+				Set:    []contourv1.HeaderValue{{Name: header.HashKey, Value: got.Hash}},
+				Remove: []string{probekey.Header},
+			},
 			ResponseHeadersPolicy: servedHashAnswer(got.Hash),
 		}
 	}
@@ -80,7 +85,7 @@ func TestMakeWarm(t *testing.T) {
 	}
 
 	// Only the new backend is probed, and only on its own class.
-	targets, err := WarmProbeTargets(context.Background(), got.Probe)
+	targets, err := WarmProbeTargets(bg(), got.Probe)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,16 +107,16 @@ func TestMakeWarmSendsTheHostTheServingRouteRewritesTo(t *testing.T) {
 	plain := Backend{Namespace: ns, Name: "plain", Port: 80}
 	keep := ClassBackends{"contour-external": setOf(mapped, held, plain)}
 
-	got, err := MakeWarm(context.Background(), kingress(), keep, ClassBackends{"contour-external": setOf(mapped)})
+	got, err := MakeWarm(bg(), kingress(), keep, ClassBackends{"contour-external": setOf(mapped)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hash := contourv1.HeaderValue{Name: header.HashKey, Value: got.Hash}
 	host := contourv1.HeaderValue{Name: "Host", Value: private}
 	want := []*contourv1.HeadersPolicy{ // in key order: blue, old, plain
-		{Set: []contourv1.HeaderValue{hash, host}},
-		{Set: []contourv1.HeaderValue{hash, host}},
-		{Set: []contourv1.HeaderValue{hash}},
+		{Set: []contourv1.HeaderValue{hash, host}, Remove: []string{probekey.Header}},
+		{Set: []contourv1.HeaderValue{hash, host}, Remove: []string{probekey.Header}},
+		{Set: []contourv1.HeaderValue{hash}, Remove: []string{probekey.Header}},
 	}
 	var policies []*contourv1.HeadersPolicy
 	for _, r := range got.Proxies[0].Spec.Routes {
@@ -129,7 +134,7 @@ func TestMakeWarmSendsTheHostTheServingRouteRewritesTo(t *testing.T) {
 	// The rewrite is part of what the warm hash covers.
 	unmapped := mapped
 	unmapped.HostRewrite = ""
-	other, err := MakeWarm(context.Background(), kingress(), ClassBackends{"contour-external": setOf(unmapped, held, plain)}, ClassBackends{"contour-external": setOf(unmapped)})
+	other, err := MakeWarm(bg(), kingress(), ClassBackends{"contour-external": setOf(unmapped, held, plain)}, ClassBackends{"contour-external": setOf(unmapped)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,9 +146,9 @@ func TestMakeWarmSendsTheHostTheServingRouteRewritesTo(t *testing.T) {
 func TestWarmHashChangesWithTheBackendSet(t *testing.T) {
 	ing := kingress()
 	blue := Backend{Namespace: ns, Name: "blue", Port: 80}
-	a, _ := MakeWarm(context.Background(), ing, ClassBackends{"contour-external": setOf(blue)}, nil)
-	b, _ := MakeWarm(context.Background(), ing, ClassBackends{"contour-external": setOf(blue, Backend{Namespace: ns, Name: "blue", Port: 80, Protocol: "h2c"})}, nil)
-	c, _ := MakeWarm(context.Background(), ing, ClassBackends{"contour-external": setOf(blue)}, nil)
+	a, _ := MakeWarm(bg(), ing, ClassBackends{"contour-external": setOf(blue)}, nil)
+	b, _ := MakeWarm(bg(), ing, ClassBackends{"contour-external": setOf(blue, Backend{Namespace: ns, Name: "blue", Port: 80, Protocol: "h2c"})}, nil)
+	c, _ := MakeWarm(bg(), ing, ClassBackends{"contour-external": setOf(blue)}, nil)
 	if a.Hash == b.Hash {
 		t.Error("adding a backend (same port, other protocol) kept the warm hash")
 	}
@@ -167,7 +172,7 @@ func TestWarmRoutesBuildTheServedClusters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx := config.ToContext(context.Background(), &config.Config{Contour: config.DefaultContour(), Network: network})
+		ctx := config.ToContext(bg(), &config.Config{Contour: config.DefaultContour(), Network: network})
 		ing := kingress(func(ing *netv1alpha1.Ingress) {
 			p := &ing.Spec.Rules[0].HTTP.Paths[0]
 			p.Splits = append(p.Splits, netv1alpha1.IngressBackendSplit{

@@ -37,6 +37,7 @@ import (
 	contourlisters "github.com/hitless/hitless/pkg/client/listers/projectcontour/v1"
 	"github.com/hitless/hitless/pkg/config"
 	"github.com/hitless/hitless/pkg/probe"
+	"github.com/hitless/hitless/pkg/probekey"
 	"github.com/hitless/hitless/pkg/resources"
 	"github.com/hitless/hitless/pkg/rollout"
 )
@@ -91,6 +92,8 @@ type Reconciler struct {
 	enqueueAfter  func(obj interface{}, after time.Duration)
 	clock         func() time.Time
 	metrics       *metrics
+	// probeKey derives the tokens of the probe and warm routes (probekey).
+	probeKey probekey.Key
 }
 
 var _ ingressreconciler.Interface = (*Reconciler)(nil)
@@ -100,6 +103,7 @@ var _ ingressreconciler.Interface = (*Reconciler)(nil)
 func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) pkgreconciler.Event {
 	logger := logging.FromContext(ctx)
 	cfg := config.FromContextOrDefaults(ctx)
+	ctx = probekey.WithKey(ctx, r.probeKey)
 
 	// Captured before this reconcile changes status: a KIngress already
 	// Ready at this generation needs no probe unless we write something.

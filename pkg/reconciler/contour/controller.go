@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -27,11 +28,13 @@ import (
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/logging"
 	pkgreconciler "knative.dev/pkg/reconciler"
+	"knative.dev/pkg/system"
 
 	contourclient "github.com/hitless/hitless/pkg/client/injection/client"
 	proxyinformer "github.com/hitless/hitless/pkg/client/injection/informers/projectcontour/v1/httpproxy"
 	"github.com/hitless/hitless/pkg/config"
 	"github.com/hitless/hitless/pkg/probe"
+	"github.com/hitless/hitless/pkg/probekey"
 	"github.com/hitless/hitless/pkg/resources"
 )
 
@@ -72,6 +75,20 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		logger.Fatalw("Failed to index HTTPProxies by host and controller", "error", err)
 	}
 
+	// The key of the prober's tokens, before anything is written with it.
+	var probeKey probekey.Key
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		k, err := loadProbeKey(ctx, kubeclient.Get(ctx), system.Namespace())
+		if err != nil {
+			logger.Warnw("Cannot load the probe key yet", "error", err)
+			return false, nil
+		}
+		probeKey = k
+		return true, nil
+	}); err != nil {
+		logger.Fatalw("Failed to load the probe key", "secret", system.Namespace()+"/"+ProbeKeySecret, "error", err)
+	}
+
 	m := newMetrics()
 	targets := &envoyTargets{services: serviceInf.Lister(), endpointSlices: sliceInf.Lister(),
 		accepts: newListenCheck().accepts}
@@ -85,6 +102,7 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		targets:       targets,
 		clock:         time.Now,
 		metrics:       m,
+		probeKey:      probeKey,
 	}
 
 	var store *config.Store
@@ -116,6 +134,7 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	if err != nil {
 		logger.Fatalw("Invalid prober setting in the controller's environment", "error", err)
 	}
+	probeOpts.Key = probeKey
 	prober := probe.New(logger.Named("prober"), targets, func(key types.NamespacedName) {
 		name, _ := resources.IsWarmKey(key.Name)
 		impl.EnqueueKey(types.NamespacedName{Namespace: key.Namespace, Name: name})

@@ -1,6 +1,7 @@
 package contour
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -37,6 +38,7 @@ import (
 	contourlisters "github.com/hitless/hitless/pkg/client/listers/projectcontour/v1"
 	"github.com/hitless/hitless/pkg/config"
 	"github.com/hitless/hitless/pkg/probe"
+	"github.com/hitless/hitless/pkg/probekey"
 	"github.com/hitless/hitless/pkg/resources"
 )
 
@@ -205,7 +207,7 @@ func serving(t *testing.T, i *v1alpha1.Ingress) *resources.Serving {
 // servingWith is serving under the given configuration.
 func servingWith(t *testing.T, cfg *config.Config, i *v1alpha1.Ingress) *resources.Serving {
 	t.Helper()
-	s, err := resources.MakeServing(config.ToContext(context.Background(), cfg), i, func(ns, name string, port intstr.IntOrString) (resources.Backend, error) {
+	s, err := resources.MakeServing(probekey.WithKey(config.ToContext(context.Background(), cfg), testKey), i, func(ns, name string, port intstr.IntOrString) (resources.Backend, error) {
 		return resources.ResolveFromService(service(name), port)
 	})
 	if err != nil {
@@ -216,12 +218,15 @@ func servingWith(t *testing.T, cfg *config.Config, i *v1alpha1.Ingress) *resourc
 
 func warm(t *testing.T, i *v1alpha1.Ingress, keep, probe resources.ClassBackends) *resources.Warm {
 	t.Helper()
-	w, err := resources.MakeWarm(context.Background(), i, keep, probe)
+	w, err := resources.MakeWarm(probekey.WithKey(context.Background(), testKey), i, keep, probe)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return w
 }
+
+// testKey is the controller's probe key in the table tests.
+var testKey = probekey.Key(bytes.Repeat([]byte{7}, probekey.Size))
 
 func backends(names ...string) resources.ClassBackends {
 	out := resources.ClassBackends{}
@@ -352,8 +357,9 @@ func makeFactory() rtesting.Factory {
 			enqueueAfter: func(obj interface{}, d time.Duration) {
 				enqueued[rtesting.KeyOrDie(obj)] = d
 			},
-			clock:   func() time.Time { return now },
-			metrics: newMetrics(),
+			clock:    func() time.Time { return now },
+			metrics:  newMetrics(),
+			probeKey: testKey,
 		}
 		ctx = config.ToContext(ctx, cfg)
 		row.Ctx = ctx

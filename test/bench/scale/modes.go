@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/probekey"
 	"github.com/hitless/hitless/pkg/resources"
 	"github.com/hitless/hitless/test/harness"
 )
@@ -94,7 +95,12 @@ func netContourReplica(stackDir string) []*replica {
 // only, so without the owner reference to it).
 func floorProxies(ns string, i, backend int, svc *corev1.Service) ([]*contourv1.HTTPProxy, error) {
 	ing := harness.KIngress(ns, kName(i), rulesFor(ns, i, backend)...)
-	ctx := config.ToContext(context.Background(), &config.Config{Contour: config.DefaultContour()})
+	// Any key: the floor has no prober to open the probe routes with it.
+	key, err := probekey.New()
+	if err != nil {
+		return nil, err
+	}
+	ctx := probekey.WithKey(config.ToContext(context.Background(), &config.Config{Contour: config.DefaultContour()}), key)
 	s, err := resources.MakeServing(ctx, ing, func(_, _ string, port intstr.IntOrString) (resources.Backend, error) {
 		return resources.ResolveFromService(svc, port)
 	})
