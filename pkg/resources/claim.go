@@ -1,6 +1,7 @@
 package resources
 
 import (
+	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -18,4 +19,19 @@ func FirstClaim(a, b metav1.Object) bool {
 		return a.GetNamespace() < b.GetNamespace()
 	}
 	return a.GetName() < b.GetName()
+}
+
+// ContourClassOf is the class of Contour that processes an HTTPProxy, read
+// as Contour reads it: the class annotation wins over spec.ingressClassName.
+// A Contour started with a class sees only objects of that class, so two
+// proxies of one host conflict only within a class; a proxy of no class is
+// seen only by a Contour without one, which a hitless fleet never is.
+func ContourClassOf(p *contourv1.HTTPProxy) string {
+	if c := p.Annotations[ContourClassAnnotation]; c != "" {
+		return c
+	}
+	if c := p.Annotations[legacyClassAnnotation]; c != "" {
+		return c
+	}
+	return p.Spec.IngressClassName
 }

@@ -207,6 +207,14 @@ func vhostsOf(cfg *config.Contour, ing *netv1alpha1.Ingress) ([]vhostKey, map[vh
 				if err := validHost(h, warm); err != nil {
 					return nil, nil, &SpecError{Reason: "InvalidHost", Message: fmt.Sprintf("spec.rules[%d]: host %q: %v", i, h, err)}
 				}
+				if vis == netv1alpha1.IngressVisibilityClusterLocal {
+					if owner, ok := clusterLocalNamespace(h); ok && owner != ing.Namespace {
+						return nil, nil, &SpecError{Reason: "HostOfAnotherNamespace", Message: fmt.Sprintf(
+							"spec.rules[%d]: host %q is the in-cluster name of a Service of namespace %q, and this KIngress is in namespace %q: "+
+								"only a KIngress of %q may serve it; use a host of namespace %q",
+							i, h, owner, ing.Namespace, owner, ing.Namespace)}
+					}
+				}
 				k := vhostKey{class: fleet.Class, host: h}
 				v := vhosts[k]
 				if v == nil {

@@ -807,6 +807,31 @@ func TestMakeServingBadInput(t *testing.T) {
 		svcs:   []*corev1.Service{svc("blue")},
 		reason: "InvalidHost",
 	}, {
+		// The attack tried on the stack: namespace ns claims b's Service
+		// name and takes its in-cluster traffic.
+		name: "another namespace's cluster-local host is refused",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.Rules[0].Hosts = []string{"victim.b.svc.cluster.local"}
+			ing.Spec.Rules[0].Visibility = netv1alpha1.IngressVisibilityClusterLocal
+		}),
+		svcs:   []*corev1.Service{svc("blue")},
+		reason: "HostOfAnotherNamespace",
+	}, {
+		name: "another namespace's short cluster-local host is refused",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.Rules[0].Hosts = []string{"victim.b"}
+			ing.Spec.Rules[0].Visibility = netv1alpha1.IngressVisibilityClusterLocal
+		}),
+		svcs:   []*corev1.Service{svc("blue")},
+		reason: "HostOfAnotherNamespace",
+	}, {
+		// An external rule's host in the cluster domain is served by the
+		// internal fleet all the same.
+		name:   "another namespace's cluster-domain host on an external rule is refused",
+		ing:    kingress(func(ing *netv1alpha1.Ingress) { ing.Spec.Rules[0].Hosts = []string{"victim.b.svc.cluster.local"} }),
+		svcs:   []*corev1.Service{svc("blue")},
+		reason: "HostOfAnotherNamespace",
+	}, {
 		name:   "a rule without hosts is refused",
 		ing:    kingress(func(ing *netv1alpha1.Ingress) { ing.Spec.Rules[0].Hosts = nil }),
 		reason: "RuleWithoutHosts",
@@ -933,6 +958,22 @@ func TestProxyNamesAreValidForAnyKIngressName(t *testing.T) {
 					t.Errorf("label %s=%q of KIngress %q: %v", k, v, name, errs)
 				}
 			}
+		}
+	}
+}
+
+func TestClusterLocalNamespace(t *testing.T) {
+	for host, want := range map[string]string{
+		"hello.ns.svc.cluster.local": "ns",
+		"hello.ns.svc":               "ns",
+		"hello.ns":                   "ns",
+		"pod.sub.ns.svc":             "ns",
+		"hello.example.com":          "",
+		"localhost":                  "",
+	} {
+		got, ok := clusterLocalNamespace(host)
+		if got != want || ok != (want != "") {
+			t.Errorf("clusterLocalNamespace(%q) = %q, %v; want %q", host, got, ok, want)
 		}
 	}
 }

@@ -390,7 +390,8 @@ func (r *Reconciler) hostConflict(ing *v1alpha1.Ingress, desired []*contourv1.HT
 		}
 		for _, o := range claims {
 			p, ok := o.(*contourv1.HTTPProxy)
-			if !ok || metav1.IsControlledBy(p, ing) || (mine != nil && resources.FirstClaim(mine, p)) {
+			if !ok || metav1.IsControlledBy(p, ing) || !r.claims(p, resources.ContourClassOf(d)) ||
+				(mine != nil && resources.FirstClaim(mine, p)) {
 				continue
 			}
 			first = p
@@ -412,6 +413,28 @@ func (r *Reconciler) hostConflict(ing *v1alpha1.Ingress, desired []*contourv1.HT
 		}
 	}
 	return msg, losing
+}
+
+// claims tells whether p holds its host on the fleet of class: Contour
+// judges duplicate hosts among the proxies of its own class only, so a
+// proxy of another class (or of none) never takes a host from this fleet;
+// and a proxy whose controlling KIngress is gone is garbage the collector
+// is about to delete, which must not keep the host from its next owner.
+func (r *Reconciler) claims(p *contourv1.HTTPProxy, class string) bool {
+	if resources.ContourClassOf(p) != class {
+		return false
+	}
+	ref := metav1.GetControllerOf(p)
+	if ref == nil || ref.Kind != "Ingress" || !strings.HasPrefix(ref.APIVersion, v1alpha1.SchemeGroupVersion.Group+"/") {
+		return true
+	}
+	owner, err := r.ingressLister.Ingresses(p.Namespace).Get(ref.Name)
+	if apierrs.IsNotFound(err) {
+		return false
+	}
+	// A KIngress of that name but another UID was made anew: p is the
+	// old one's leftover.
+	return err != nil || owner.UID == ref.UID
 }
 
 // deleteProxy deletes p if it is still the object we saw (UID precondition:

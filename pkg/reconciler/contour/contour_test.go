@@ -95,7 +95,18 @@ func TestReconcile(t *testing.T) {
 
 	userProxy := &contourv1.HTTPProxy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "mine"},
-		Spec:       contourv1.HTTPProxySpec{VirtualHost: &contourv1.VirtualHost{Fqdn: "hello.example.com"}},
+		Spec:       contourv1.HTTPProxySpec{IngressClassName: "contour-external", VirtualHost: &contourv1.VirtualHost{Fqdn: "hello.example.com"}},
+	}
+	// The same host for a Contour no fleet of ours runs: no claim on it.
+	otherClass := userProxy.DeepCopy()
+	otherClass.Spec.IngressClassName = "contour-private"
+	// The same host by the proxy of a KIngress deleted a moment ago, which
+	// the garbage collector has not removed yet.
+	leftover := &contourv1.HTTPProxy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "gone", OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "networking.internal.knative.dev/v1alpha1", Kind: "Ingress", Name: "gone", UID: "gone-uid", Controller: ptr.To(true)}}},
+		Spec:   contourv1.HTTPProxySpec{IngressClassName: "contour-external", VirtualHost: &contourv1.VirtualHost{Fqdn: "hello.example.com"}},
+		Status: contourv1.HTTPProxyStatus{CurrentStatus: "invalid"},
 	}
 	// Two KIngresses raced for hello.example.com: ours was created a second
 	// after the other's, and Contour invalidated both.
@@ -108,9 +119,11 @@ func TestReconcile(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "first", CreationTimestamp: t0,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "networking.internal.knative.dev/v1alpha1",
 				Kind: "Ingress", Name: "first", UID: "other-uid", Controller: ptr.To(true)}}},
-		Spec:   contourv1.HTTPProxySpec{VirtualHost: &contourv1.VirtualHost{Fqdn: "hello.example.com"}},
+		Spec:   contourv1.HTTPProxySpec{IngressClassName: "contour-external", VirtualHost: &contourv1.VirtualHost{Fqdn: "hello.example.com"}},
 		Status: contourv1.HTTPProxyStatus{CurrentStatus: "invalid"},
 	}
+	// The KIngress that owns raceWinner (and raceSecond).
+	otherIngress := &v1alpha1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "first", UID: "other-uid"}}
 
 	raceFirst := raceLoser.DeepCopy()
 	raceFirst.CreationTimestamp = t0
@@ -514,16 +527,26 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(badInput(ReasonHostConflict,
 			`host "hello.example.com" is already served by HTTPProxy team/mine (a user's HTTPProxy): remove that claim or choose another host`))))},
 	}, {
+		// Contour judges duplicates within its class: a proxy only another
+		// Contour sees, or one whose KIngress is gone, takes nothing away.
+		Name:        "a host's proxy of another class or of a deleted KIngress is no claim",
+		Key:         "default/hello",
+		Objects:     objs(pods, []runtime.Object{ing("blue"), service("blue"), otherClass, leftover}),
+		WantCreates: proxies(blueServing.Proxies),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(
+			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
 		Name:    "two KIngresses raced for a host: the younger claim steps back and deletes its invalidated proxy",
 		Key:     "default/hello",
-		Objects: objs(pods, []runtime.Object{ing("blue"), service("blue"), raceLoser, raceWinner}),
+		Objects: objs(pods, []runtime.Object{ing("blue"), service("blue"), raceLoser, raceWinner, otherIngress}),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(badInput(ReasonHostConflict,
 			`host "hello.example.com" is already served by HTTPProxy other/first (the KIngress other/first): remove that claim or choose another host`))))},
 		WantDeletes: []clientgotesting.DeleteActionImpl{deleteOf(raceLoser)},
 	}, {
 		Name:    "two KIngresses raced for a host: the first claim keeps its proxy and goes on",
 		Key:     "default/hello",
-		Objects: objs(pods, []runtime.Object{ing("blue"), service("blue"), raceFirst, raceSecond}),
+		Objects: objs(pods, []runtime.Object{ing("blue"), service("blue"), raceFirst, raceSecond, otherIngress}),
 		// Contour's verdict stands until the younger claim's proxy is gone;
 		// that change re-reconciles this KIngress.
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(func(i *v1alpha1.Ingress) {
