@@ -34,14 +34,21 @@ func SelectorFor(ing *netv1alpha1.Ingress) map[string]string {
 	return map[string]string{LabelIngress: names.LabelValue(ing.Name)}
 }
 
+// objectMeta is the metadata every proxy of a KIngress starts from. Its
+// labels are hitless's own alone, none of the KIngress's: labels are what
+// other controllers and policies select by (Serving's route labels,
+// external-dns's filters, network policies), and a warm proxy that carried
+// them would be selected for a host it does not serve. Serving proxies add
+// net-contour's four lookup labels (setNetContourLabels) and the KIngress's
+// annotations (copyIngressAnnotations); warm proxies nothing more.
 func objectMeta(ing *netv1alpha1.Ingress, name, role, hash string) metav1.ObjectMeta {
-	labels := kmeta.FilterMap(ing.Labels, func(string) bool { return false })
-	labels[LabelIngress] = names.LabelValue(ing.Name)
-	labels[LabelRole] = role
 	return metav1.ObjectMeta{
-		Name:            name,
-		Namespace:       ing.Namespace,
-		Labels:          labels,
+		Name:      name,
+		Namespace: ing.Namespace,
+		Labels: map[string]string{
+			LabelIngress: names.LabelValue(ing.Name),
+			LabelRole:    role,
+		},
 		Annotations:     map[string]string{AnnotationHash: hash},
 		OwnerReferences: []metav1.OwnerReference{*kmeta.NewControllerRef(ing)},
 	}

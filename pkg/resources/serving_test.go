@@ -977,3 +977,46 @@ func TestClusterLocalNamespace(t *testing.T) {
 		}
 	}
 }
+
+// TestWhatEachProxyCarries: a serving proxy carries hitless's two labels,
+// net-contour's four lookup labels and the KIngress's annotations; a warm
+// proxy hitless's labels and its hash alone. No label of the KIngress
+// reaches either: a selector written for the KIngress's objects (Serving's
+// route labels, a network policy, external-dns's filter) must not pick a
+// proxy, least of all a warm one that serves no user host.
+func TestWhatEachProxyCarries(t *testing.T) {
+	ing := kingress(func(ing *netv1alpha1.Ingress) {
+		ing.Labels = map[string]string{"serving.knative.dev/route": "hello", "team": "payments"}
+		ing.Annotations["external-dns.alpha.kubernetes.io/hostname"] = "hello.example.com"
+	})
+	s, err := MakeServing(bg(), ing, resolverOf(svc("blue")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := MakeWarm(bg(), ing, s.Backends, s.Backends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := s.Proxies[0]
+	wantServing := map[string]string{
+		LabelIngress: ing.Name, LabelRole: RoleServing,
+		"contour.networking.knative.dev/parent":     ing.Name,
+		"contour.networking.knative.dev/generation": "3",
+		"contour.networking.knative.dev/domainHash": fmt.Sprintf("%x", sha1.Sum([]byte("hello.example.com"))),
+		"projectcontour.io/ingress.class":           "contour-external",
+	}
+	if diff := cmp.Diff(wantServing, p.Labels); diff != "" {
+		t.Errorf("serving proxy labels (-want, +got):\n%s", diff)
+	}
+	if got := p.Annotations["external-dns.alpha.kubernetes.io/hostname"]; got != "hello.example.com" {
+		t.Errorf("serving proxy lost the KIngress's annotation: %q", got)
+	}
+	for _, wp := range w.Proxies {
+		if diff := cmp.Diff(map[string]string{LabelIngress: ing.Name, LabelRole: RoleWarm}, wp.Labels); diff != "" {
+			t.Errorf("warm proxy %s labels (-want, +got):\n%s", wp.Name, diff)
+		}
+		if diff := cmp.Diff(map[string]string{AnnotationHash: w.Hash}, wp.Annotations); diff != "" {
+			t.Errorf("warm proxy %s annotations (-want, +got):\n%s", wp.Name, diff)
+		}
+	}
+}
