@@ -23,6 +23,8 @@ type Target struct {
 	TLS bool
 	// Header is set on every request (an Authorization token, say).
 	Header map[string]string
+	// Path is the request's path, "/" when empty.
+	Path string
 }
 
 // Result is one request of the load.
@@ -119,7 +121,11 @@ func (l *Load) one(c *http.Client, t Target) Result {
 	if t.TLS {
 		scheme = "https"
 	}
-	req, err := http.NewRequest(http.MethodGet, scheme+"://"+t.Host+"/", nil)
+	path := t.Path
+	if path == "" {
+		path = "/"
+	}
+	req, err := http.NewRequest(http.MethodGet, scheme+"://"+t.Host+path, nil)
 	if err != nil {
 		r.Err = err.Error()
 		return r
