@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"knative.dev/networking/pkg/apis/networking"
 	"knative.dev/networking/pkg/certificates"
-	netcfg "knative.dev/networking/pkg/config"
 	"knative.dev/pkg/system"
 )
 
@@ -39,10 +39,14 @@ func (b Backend) encrypted() Backend {
 	return b
 }
 
+// RoutingCASecret is the Secret, in Serving's namespace, that holds Serving's
+// routing CA certificate alone (the controller copies it from
+// routing-serving-certs, whose key must not be delegated), and which the
+// TLSCertificateDelegation of config/ lets every namespace's proxies name.
+const RoutingCASecret = "hitless-routing-ca"
+
 // upstreamValidation is how Envoy verifies the certificate of a backend it
-// reaches over TLS: signed by Serving's routing CA (the Secret
-// routing-serving-certs in Serving's namespace, which the
-// TLSCertificateDelegation of config/ lets every namespace's proxies name)
+// reaches over TLS: signed by Serving's routing CA (RoutingCASecret)
 // and issued to the backend's namespace (kn-user-<namespace>, the
 // queue-proxy) or to Knative's routing (kn-routing, the activator). It
 // follows from the backend alone, so the warm route of a backend validates
@@ -54,7 +58,7 @@ func upstreamValidation(b Backend) *contourv1.UpstreamValidation {
 	}
 	user := certificates.DataPlaneUserSAN(b.Namespace)
 	return &contourv1.UpstreamValidation{
-		CACertificate: system.Namespace() + "/" + netcfg.ServingRoutingCertName,
+		CACertificate: system.Namespace() + "/" + RoutingCASecret,
 		SubjectName:   user,
 		SubjectNames:  []string{user, certificates.DataPlaneRoutingSAN},
 	}
@@ -252,6 +256,13 @@ func (e *BackendError) Error() string { return e.Message }
 
 // ResolveFromService resolves a port reference against a Service.
 //
+// The protocol is the port's, except for Serving's HTTPS port: with
+// system-internal-tls a KIngress names port 443 (https) of a revision's
+// Service, whose first port (http or http2, 80) tells whether the revision
+// speaks HTTP/2. An http2 first port makes the https port HTTP/2 too (h2
+// once encrypted, as net-contour reads it); without that, Envoy would speak
+// HTTP/1.1 over TLS to a gRPC revision, and every call would fail.
+//
 // A Service of type ExternalName resolves like any other: whether Envoy may
 // route to it is Contour's decision (its enableExternalNameService setting,
 // off by default), and Contour's verdict on the proxy is read back. Knative
@@ -263,7 +274,7 @@ func ResolveFromService(svc *corev1.Service, port intstr.IntOrString) (Backend, 
 	for _, p := range svc.Spec.Ports {
 		if (port.Type == intstr.Int && p.Port == port.IntVal) || (port.Type == intstr.String && p.Name == port.StrVal) {
 			b := Backend{Namespace: svc.Namespace, Name: svc.Name, Port: p.Port}
-			if isH2C(p) {
+			if isH2C(p) || (p.Name == networking.ServicePortNameHTTPS && len(svc.Spec.Ports) > 0 && isH2C(svc.Spec.Ports[0])) {
 				b.Protocol = ProtocolH2C
 			}
 			return b, nil

@@ -5,8 +5,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	"knative.dev/networking/pkg/apis/networking"
 )
 
 // Each row is a route as Contour reads it; the backends must be the
@@ -83,5 +86,60 @@ func TestBackendKeyTellsRewritesApart(t *testing.T) {
 	}
 	if want := "ns/blue:80 as Host a.ns.svc.cluster.local"; a.String() != want {
 		t.Errorf("String() = %q, want %q", a.String(), want)
+	}
+}
+
+// TestResolveFromService: the rows are the Services Serving makes for a
+// revision (named by knative.dev/networking's port constants, as Serving's
+// own builders name them) and the port its KIngress names.
+func TestResolveFromService(t *testing.T) {
+	revision := func(first string) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rev"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+				{Name: first, Port: networking.ServiceHTTPPort},
+				{Name: networking.ServicePortNameHTTPS, Port: networking.ServiceHTTPSPort},
+			}},
+		}
+	}
+	tests := []struct {
+		name      string
+		svc       *corev1.Service
+		port      intstr.IntOrString
+		want      string // protocol
+		encrypted string // protocol under system-internal-tls
+	}{{
+		name: "an HTTP/1 revision on its http port", svc: revision(networking.ServicePortNameHTTP1),
+		port: intstr.FromInt(networking.ServiceHTTPPort), want: "", encrypted: ProtocolTLS,
+	}, {
+		name: "an HTTP/2 revision on its http2 port", svc: revision(networking.ServicePortNameH2C),
+		port: intstr.FromInt(networking.ServiceHTTPPort), want: ProtocolH2C, encrypted: ProtocolH2,
+	}, {
+		// What Serving's KIngress names under system-internal-tls: gRPC
+		// needs h2 over TLS, never HTTP/1.1.
+		name: "an HTTP/2 revision on its https port", svc: revision(networking.ServicePortNameH2C),
+		port: intstr.FromInt(networking.ServiceHTTPSPort), want: ProtocolH2C, encrypted: ProtocolH2,
+	}, {
+		name: "an HTTP/1 revision on its https port", svc: revision(networking.ServicePortNameHTTP1),
+		port: intstr.FromInt(networking.ServiceHTTPSPort), want: "", encrypted: ProtocolTLS,
+	}, {
+		name: "a port whose appProtocol is kubernetes.io/h2c",
+		svc: &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "grpc"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			{Name: "grpc", Port: 9000, AppProtocol: ptr.To("kubernetes.io/h2c")}}}},
+		port: intstr.FromString("grpc"), want: ProtocolH2C, encrypted: ProtocolH2,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := ResolveFromService(tc.svc, tc.port)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Protocol != tc.want {
+				t.Errorf("protocol = %q, want %q", b.Protocol, tc.want)
+			}
+			if got := b.encrypted().Protocol; got != tc.encrypted {
+				t.Errorf("protocol under system-internal-tls = %q, want %q", got, tc.encrypted)
+			}
+		})
 	}
 }

@@ -89,7 +89,10 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 		if auth != nil && tls == nil {
 			return nil, authorizationNeedsTLS(ing, k.host)
 		}
-		routes, err := makeRoutes(ing, cfg, v.paths, tls != nil, auth != nil, internalTLS, specHash, token, resolve)
+		routes, err := makeRoutes(ing, cfg, v.paths, routeOptions{
+			tls: tls != nil, authorized: auth != nil, clusterLocal: v.visibility == netv1alpha1.IngressVisibilityClusterLocal,
+			internalTLS: internalTLS, specHash: specHash, token: token,
+		}, resolve)
 		if err != nil {
 			return nil, err
 		}
@@ -377,13 +380,13 @@ func secretRef(proxyNS, ns, name string) string {
 //     drop the path's own header matches, which a probe does not carry, so
 //     every prefix is probeable; Contour orders them before Knative's of the
 //     same prefix, having more header conditions.
-func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alpha1.HTTPIngressPath, tls, authorized, internalTLS bool, specHash, token string, resolve Resolver) ([]contourv1.Route, error) {
+func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alpha1.HTTPIngressPath, o routeOptions, resolve Resolver) ([]contourv1.Route, error) {
 	var routes, knativeProbes, ownProbes []contourv1.Route
 	seen := sets.New[string]()
-	// Redirected (or authorized) hosts serve their user routes over HTTPS only.
-	userInsecure := tls && !authorized && ing.Spec.HTTPOption != netv1alpha1.HTTPOptionRedirected
+	tls, authorized, specHash, token := o.tls, o.authorized, o.specHash, o.token
+	userInsecure := o.userInsecure(ing.Spec.HTTPOption)
 	for _, p := range paths {
-		services, err := makeServices(ing, p, internalTLS, resolve)
+		services, err := makeServices(ing, p, o.internalTLS, resolve)
 		if err != nil {
 			return nil, err
 		}
@@ -442,6 +445,33 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 	}
 	routes = append(routes, knativeProbes...)
 	return append(routes, ownProbes...), nil
+}
+
+// routeOptions are what the routes of one host depend on beside its paths.
+type routeOptions struct {
+	// tls: the host terminates TLS. authorized: it is behind an
+	// authorization server. clusterLocal: it is served by the internal fleet.
+	tls, authorized, clusterLocal bool
+	// internalTLS: config-network's system-internal-tls is on.
+	internalTLS bool
+	// specHash is Knative's hash of the KIngress spec; token the prober's.
+	specHash, token string
+}
+
+// userInsecure tells whether the user's routes of the host are served over
+// plain HTTP too, not redirected to HTTPS. A host without TLS has plain
+// HTTP alone, and an authorized one HTTPS alone (Contour authorizes only
+// its HTTPS listener). Otherwise, as net-contour decides it: only
+// httpOption Enabled serves plain HTTP on an external host; Redirected and
+// an empty option (what Serving writes when it leaves the field unset)
+// redirect. A cluster-local host is never redirected: in-cluster callers
+// use http:// URLs, and a redirected POST loses its body
+// (net-contour#848).
+func (o routeOptions) userInsecure(opt netv1alpha1.HTTPOption) bool {
+	if !o.tls || o.authorized {
+		return false
+	}
+	return o.clusterLocal || opt == netv1alpha1.HTTPOptionEnabled
 }
 
 // pathConditions are the match conditions of a KIngress path: its prefix

@@ -374,7 +374,7 @@ func TestMakeServing(t *testing.T) {
 			m := meta(ing, "contour-external", "hello.example.com")
 			m.Annotations[AnnotationHash] = hash
 			validated := &contourv1.UpstreamValidation{
-				CACertificate: "knative-testing/routing-serving-certs",
+				CACertificate: "knative-testing/hitless-routing-ca",
 				SubjectName:   "kn-user-ns",
 				SubjectNames:  []string{"kn-user-ns", "kn-routing"},
 			}
@@ -569,6 +569,77 @@ func TestMakeServing(t *testing.T) {
 			}}
 		},
 		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
+	}, {
+		// What Serving writes when config-network leaves it unset; net-contour
+		// redirects such a host, and a cluster moving over keeps that.
+		name: "TLS with an empty httpOption redirects plain HTTP, as Redirected does",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert", SecretNamespace: "certs"}}
+		}),
+		svcs: []*corev1.Service{svc("blue")},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			m := meta(ing, "contour-external", "hello.example.com")
+			m.Annotations[AnnotationHash] = hash
+			probe := probeRoute(ing, "/", hash, blue)
+			probe.PermitInsecure = true
+			return []*contourv1.HTTPProxy{{
+				ObjectMeta: m,
+				Spec: contourv1.HTTPProxySpec{
+					IngressClassName: "contour-external",
+					VirtualHost:      &contourv1.VirtualHost{Fqdn: "hello.example.com", TLS: &contourv1.TLS{SecretName: "certs/cert"}},
+					Routes: []contourv1.Route{{
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/"}},
+						Services:         []contourv1.Service{blue},
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
+					}, probe},
+				},
+			}}
+		},
+		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
+	}, {
+		// cluster-local-domain-tls with http-protocol Redirected: in-cluster
+		// callers use http://, and a redirected POST loses its body
+		// (net-contour#848), so cluster-local hosts serve both.
+		name: "a cluster-local TLS host is never redirected, even under Redirected",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.Rules[0].Hosts = []string{"hello.ns.svc.cluster.local"}
+			ing.Spec.Rules[0].Visibility = netv1alpha1.IngressVisibilityClusterLocal
+			ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"hello.ns.svc.cluster.local"}, SecretName: "local-cert"}}
+			ing.Spec.HTTPOption = netv1alpha1.HTTPOptionRedirected
+		}),
+		svcs: []*corev1.Service{svc("blue")},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			var out []*contourv1.HTTPProxy
+			for _, host := range []string{"hello.ns", "hello.ns.svc", "hello.ns.svc.cluster.local"} {
+				m := meta(ing, "contour-internal", host)
+				m.Annotations[AnnotationHash] = hash
+				var tls *contourv1.TLS
+				if host == "hello.ns.svc.cluster.local" {
+					tls = &contourv1.TLS{SecretName: "local-cert"}
+				}
+				probe := probeRoute(ing, "/", hash, blue)
+				probe.PermitInsecure = tls != nil
+				out = append(out, &contourv1.HTTPProxy{
+					ObjectMeta: m,
+					Spec: contourv1.HTTPProxySpec{
+						IngressClassName: "contour-internal",
+						VirtualHost:      &contourv1.VirtualHost{Fqdn: host, TLS: tls},
+						Routes: []contourv1.Route{{
+							Conditions:       []contourv1.MatchCondition{{Prefix: "/"}},
+							Services:         []contourv1.Service{blue},
+							EnableWebsockets: true,
+							TimeoutPolicy:    infinite,
+							RetryPolicy:      config.DefaultRetryPolicy(),
+							PermitInsecure:   tls != nil,
+						}, probe},
+					},
+				})
+			}
+			return out
+		},
+		backend: ClassBackends{"contour-internal": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
 	}, {
 		name: "extension-service annotations put the host behind the authorization server, and every route, probes too, behind HTTPS",
 		ing: kingress(func(ing *netv1alpha1.Ingress) {

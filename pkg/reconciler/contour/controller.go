@@ -89,6 +89,9 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		logger.Fatalw("Failed to load the probe key", "secret", system.Namespace()+"/"+ProbeKeySecret, "error", err)
 	}
 
+	// Serving's routing CA, copied without its key for the proxies to name.
+	watchRoutingCA(ctx, logger, kubeclient.Get(ctx), system.Namespace())
+
 	m := newMetrics()
 	targets := &envoyTargets{services: serviceInf.Lister(), endpointSlices: sliceInf.Lister(),
 		accepts: newListenCheck().accepts}
