@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -14,8 +15,12 @@ import (
 
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"knative.dev/networking/pkg/apis/networking"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"knative.dev/networking/pkg/certificates"
 	netcfg "knative.dev/networking/pkg/config"
@@ -29,11 +34,16 @@ import (
 // Knative's probes as the queue-proxy does; it counts the HTTP/2 requests.
 type tlsBackend struct {
 	h2 atomic.Int64
+	// h2Only answers HTTP/1.x with 505, as a gRPC server fails it.
+	h2Only bool
 }
 
 func (b *tlsBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 2 {
 		b.h2.Add(1)
+	} else if b.h2Only {
+		w.WriteHeader(http.StatusHTTPVersionNotSupported)
+		return
 	}
 	if r.Header.Get(header.ProbeKey) == header.ProbeValue {
 		w.Header().Set(header.HashKey, r.Header.Get(header.HashKey))
@@ -193,5 +203,69 @@ func TestSystemInternalTLS(t *testing.T) {
 	}
 	if got, _ := c.Net.NetworkingV1alpha1().Ingresses(ns).Get(ctx, "stranger", metav1.GetOptions{}); got.IsReady() {
 		t.Error("the KIngress of a backend with another namespace's certificate went Ready")
+	}
+
+	// Serving's shape of an HTTP/2 (gRPC) revision under encryption: the
+	// revision's Service has http2 (80) first and https (443) second, and
+	// the KIngress names 443. The https port must be reached over h2: a
+	// gRPC server refuses HTTP/1.1 (this backend answers it 505).
+	grpcRev := &tlsBackend{h2Only: true}
+	l := listenOnBridge(t, c)
+	srv := &http.Server{Handler: grpcRev, ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{good}, NextProtos: []string{"h2", "http/1.1"}}}
+	go func() { _ = srv.ServeTLS(l, "", "") }()
+	t.Cleanup(func() { srv.Close() })
+	createRevisionService(ctx, t, c, ns, "grpc-rev", l)
+	revHost := "grpc-rev." + ns + ".example.com"
+	rev := harness.KIngress(ns, "grpc-rev", harness.Rule{Host: revHost, Visibility: v1alpha1.IngressVisibilityExternalIP,
+		Splits: []harness.Split{{Backend: "grpc-rev", Percent: 100}}})
+	rev.Spec.Rules[0].HTTP.Paths[0].Splits[0].ServicePort = intstr.FromInt(networking.ServiceHTTPSPort)
+	if _, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, rev, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitReady(ctx, ns, "grpc-rev", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	revLoad := &harness.Load{Targets: c.MustFleetTargets(ctx, t, external, revHost), RPS: 50}
+	revLoad.Allow("grpc-rev")
+	stopRev := revLoad.Start(ctx)
+	time.Sleep(2 * time.Second)
+	stopRev()
+	rs := revLoad.Summarize()
+	t.Logf("an HTTP/2 revision's https port, as Serving names it: %s; %d requests over HTTP/2", rs, grpcRev.h2.Load())
+	if rs.Requests == 0 || rs.Failed() != 0 {
+		t.Errorf("an HTTP/2 revision's https port: %d of %d failed (505: reached over HTTP/1.1): %v", rs.Failed(), rs.Requests, rs.Failures)
+	}
+}
+
+// createRevisionService makes a Service shaped as Serving makes an HTTP/2
+// revision's: port http2 (80) first, then https (443), both to l's port (a
+// TLS listener: under encryption only the https port is used).
+func createRevisionService(ctx context.Context, t *testing.T, c *harness.Clients, ns, name string, l net.Listener) {
+	t.Helper()
+	addr := l.Addr().(*net.TCPAddr)
+	port := int32(addr.Port)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+			{Name: networking.ServicePortNameH2C, Port: networking.ServiceHTTPPort, TargetPort: intstr.FromInt32(port)},
+			{Name: networking.ServicePortNameHTTPS, Port: networking.ServiceHTTPSPort, TargetPort: intstr.FromInt32(port)},
+		}},
+	}
+	if _, err := c.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "hitless-e2e"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports: []discoveryv1.EndpointPort{
+			{Name: ptr.To(networking.ServicePortNameH2C), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)},
+			{Name: ptr.To(networking.ServicePortNameHTTPS), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)},
+		},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{addr.IP.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	}
+	if _, err := c.Kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
