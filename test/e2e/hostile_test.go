@@ -252,8 +252,10 @@ func TestAttackProbeRouteSkipsRedirectOrHeaderMatch(t *testing.T) {
 	if s := burst(ctx, withSecret, "green"); s.Requests == 0 || s.Failed() != 0 {
 		t.Errorf("/private with X-Token: %s, want every answer from green", s)
 	}
-	if s := burst(ctx, contract, "blue"); s.Requests == 0 || s.Failed() != 0 {
-		t.Errorf("Knative's probe over HTTPS: %s, want 200 from blue", s)
+	// Knative's probe handler (the runtime image's) answers it, so the
+	// answer names no backend: 200 is the contract.
+	if s := burst(ctx, contract); s.Requests == 0 || s.ByCode[200] != s.Requests {
+		t.Errorf("Knative's probe over HTTPS: %s, want every answer 200", s)
 	}
 }
 
