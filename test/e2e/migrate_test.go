@@ -419,6 +419,7 @@ func TestMigrateFromNetContour(t *testing.T) {
 	if kept != len(left) {
 		t.Errorf("%d of net-contour's %d serving proxies serve on as the same object with hitless's role: hitless did not take every host over in place", kept, len(left))
 	}
+	t.Logf("%d of net-contour's %d serving proxies serve on as the same objects, hitless's", kept, len(left))
 	// The child's proxies go with it (owner references, the garbage collector).
 	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		l, err := c.Contour.ProjectcontourV1().HTTPProxies(ns).List(ctx, metav1.ListOptions{})
