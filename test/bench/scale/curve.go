@@ -8,7 +8,7 @@ import (
 
 // result is one size's measurements.
 type result struct {
-	mode               string // hitless, net-contour or floor
+	mode               string // hitless or floor
 	n                  int
 	allReady, rollouts float64 // seconds
 	// readyN of n were Ready when allReady was taken (n: all; fewer: the
@@ -73,14 +73,14 @@ func ratio(a, b float64, aDone, bDone bool) string {
 	return "n/a (neither finished)"
 }
 
-// writeSideBySide prints each mode's figures per size and the ratios the
-// targets are set in: hitless/net-contour and hitless/floor (below 1:
-// hitless is faster).
+// writeSideBySide prints each mode's figures per size and the ratio the
+// target is set in: hitless/floor (1 would be a controller that costs
+// nothing beyond Contour and Envoy).
 func writeSideBySide(w io.Writer, byMode map[string][]result) {
 	fmt.Fprintln(w, "| KIngresses | mode | all Ready (s) | 100 rollouts (s) | controller peak RSS (MiB) | controller CPU (s) |")
 	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|")
 	for i, h := range byMode[modeHitless] {
-		for _, mode := range []string{modeHitless, modeNetContour, modeFloor} {
+		for _, mode := range []string{modeHitless, modeFloor} {
 			if i >= len(byMode[mode]) {
 				continue
 			}
@@ -90,12 +90,6 @@ func writeSideBySide(w io.Writer, byMode map[string][]result) {
 				continue
 			}
 			fmt.Fprintf(w, "| %d | %s | %s | %s | %.0f | %.1f |\n", r.n, mode, r.allReadyCell(), r.rolloutsCell(), r.rss, r.cpu)
-		}
-		if i < len(byMode[modeNetContour]) {
-			nc := byMode[modeNetContour][i]
-			fmt.Fprintf(w, "ratio at %d: all Ready hitless/net-contour %s (target <= 0.5), %d rollouts hitless/net-contour %s (target <= 0.5)\n",
-				h.n, ratio(h.allReady, nc.allReady, h.readyN == h.n, nc.readyN == nc.n), h.roll,
-				ratio(h.rollouts, nc.rollouts, h.readyN == h.n && h.rolledN == h.roll, nc.readyN == nc.n && nc.rolledN == nc.roll))
 		}
 		if i < len(byMode[modeFloor]) {
 			fl := byMode[modeFloor][i]

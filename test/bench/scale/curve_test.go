@@ -15,8 +15,8 @@ func TestCellsAndRatios(t *testing.T) {
 		{"rollouts after giving up", gaveUp.rolloutsCell(), "not run (not all Ready)"},
 		{"rollouts gave up", slowRoll.rolloutsCell(), "> 900 (60 of 100 Ready)"},
 		{"both finished", ratio(120, 240, true, true), "0.50"},
-		// the peer took longer than 900 s: the ratio is at most 120/900
-		{"peer gave up", ratio(120, 900, true, false), "< 0.13"},
+		// the other mode took longer than 900 s: the ratio is at most 120/900
+		{"other gave up", ratio(120, 900, true, false), "< 0.13"},
 		{"ours gave up", ratio(900, 300, false, true), "> 3.00"},
 		{"neither", ratio(900, 900, false, false), "n/a (neither finished)"},
 		{"not run", ratio(0, 40, false, true), "n/a (not run)"},

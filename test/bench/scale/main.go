@@ -45,7 +45,7 @@ func main() {
 	metricsPort := flag.Int("metrics-port", 9091, "replica 1's Prometheus port on 127.0.0.1; replica N's is this + N-1 (hack/controller.sh)")
 	svg := flag.String("svg", "", "with several sizes: write the growth curve here")
 	wait := flag.Duration("wait", 15*time.Minute, "how long a phase may take: a mode whose KIngresses are not all Ready by then is reported as slower than this, with how many were")
-	modes := flag.String("modes", modeHitless, "comma-separated, each run at every size on this stack: hitless, net-contour (the real peer in hitless's place), floor (hitless's HTTPProxies written directly, no controller)")
+	modes := flag.String("modes", modeHitless, "comma-separated, each run at every size on this stack: hitless, floor (hitless's HTTPProxies written directly, no controller)")
 	flag.Parse()
 	var ns []int
 	for _, f := range strings.Split(*sizes, ",") {
@@ -139,9 +139,6 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	}
 
 	reps := replicas(stackDir, metricsPort)
-	if mode == modeNetContour {
-		reps = netContourReplica(stackDir)
-	}
 	if len(reps) == 0 {
 		fail(fmt.Errorf("no controller replica is running (no pid file in %s)", stackDir))
 	}

@@ -23,15 +23,13 @@ import (
 )
 
 // The modes side by side on one stack: hitless (its controller, the
-// default), net-contour (the real peer in hitless's place, through
-// hack/netcontour.sh) and floor (no controller: the serving HTTPProxies
-// hitless would write for the same KIngresses, written directly, timed
-// until every Envoy pod serves every host; what Contour and Envoy alone
-// cost, the least any controller can take).
+// default) and floor (no controller: the serving HTTPProxies hitless would
+// write for the same KIngresses, written directly, timed until every Envoy
+// pod serves every host; what Contour and Envoy alone cost, the least any
+// controller can take).
 const (
-	modeHitless    = "hitless"
-	modeNetContour = "net-contour"
-	modeFloor      = "floor"
+	modeHitless = "hitless"
+	modeFloor   = "floor"
 )
 
 // sh runs one of the stack's scripts (the benchmark runs from the
@@ -45,22 +43,17 @@ func sh(script string, args ...string) error {
 	return nil
 }
 
-// inMode runs f with the stack's controllers set for mode and hitless's
-// one replica back afterwards. It says so, and returns false, when the
-// mode cannot run here (net-contour's source absent).
-func inMode(mode string, f func()) bool {
+// inMode runs f with the stack's controllers set for mode: the floor runs
+// with hitless stopped (nothing but Contour may write to the proxies it
+// times), and hitless's replica is started again afterwards.
+func inMode(mode string, f func()) {
 	switch mode {
 	case modeHitless:
 		f()
-		return true
-	case modeNetContour:
-		if out, err := exec.Command("hack/netcontour.sh", "available").CombinedOutput(); err != nil {
-			fmt.Printf("net-contour: NOT RUN: %s", out)
-			return false
-		}
+		return
 	case modeFloor:
 	default:
-		fail(fmt.Errorf("unknown mode %q (hitless, net-contour, floor)", mode))
+		fail(fmt.Errorf("unknown mode %q (hitless, floor)", mode))
 	}
 	if err := sh("hack/controller.sh", "stop"); err != nil {
 		fail(err)
@@ -70,24 +63,7 @@ func inMode(mode string, f func()) bool {
 			fail(err)
 		}
 	}()
-	if mode == modeNetContour {
-		if err := sh("hack/netcontour.sh", "start"); err != nil {
-			fail(err)
-		}
-		defer func() { _ = sh("hack/netcontour.sh", "stop") }()
-	}
 	f()
-	return true
-}
-
-// netContourReplica is the running net-contour process, measured like a
-// hitless replica (its metrics are not hitless's: none are read).
-func netContourReplica(stackDir string) []*replica {
-	pid := readPid(stackDir + "/net-contour.pid")
-	if pid == 0 {
-		return nil
-	}
-	return []*replica{{n: 1, pid: pid}}
 }
 
 // floorProxies is what hitless would serve for KIngress i: its serving
