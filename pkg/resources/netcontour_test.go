@@ -68,7 +68,8 @@ func TestIsNetContourEndpointProbe(t *testing.T) {
 // TestNetContourFindsServingProxies replays how upstream net-contour finds
 // the proxy of a host when it starts on a cluster hitless served
 // (knative-extensions/net-contour, pkg/reconciler/contour/contour.go; the
-// e2e TestMigrateBackToNetContour runs the real one): it lists proxies
+// e2e TestMigrateBackToNetContour checks the same labels against what
+// net-contour was recorded keeping): it lists proxies
 // by its parent, domain-hash and class labels and updates the first match,
 // and skips its endpoint probe when one carries the KIngress's generation.
 // Each (class, host) net-contour serves must find exactly hitless's serving
