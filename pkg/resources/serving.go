@@ -45,8 +45,14 @@ type vhostKey struct {
 }
 
 type vhost struct {
+	// visibility is the fleet's: where the host is served.
 	visibility netv1alpha1.IngressVisibility
-	paths      []netv1alpha1.HTTPIngressPath
+	// externalRule tells that an ExternalIP rule asks for the host. It
+	// decides what net-contour gives ExternalIP rules (the default TLS
+	// certificate, the CORS policy) even for a host in the cluster's domain,
+	// which the internal fleet serves (hostVisibility).
+	externalRule bool
+	paths        []netv1alpha1.HTTPIngressPath
 }
 
 // MakeServing builds the serving HTTPProxies of a KIngress: one per
@@ -82,7 +88,7 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 	out := &Serving{Backends: ClassBackends{}, Hash: pendingHash}
 	for _, k := range keys {
 		v := vhosts[k]
-		tls, err := tlsFor(ing, cfg, k.host, v.visibility)
+		tls, err := tlsFor(ing, cfg, k.host, v.externalRule)
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +109,7 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 				VirtualHost: &contourv1.VirtualHost{
 					Fqdn:          k.host,
 					TLS:           tls,
-					CORSPolicy:    cfg.CORSPolicy.DeepCopy(),
+					CORSPolicy:    corsFor(cfg, v.externalRule),
 					Authorization: auth.DeepCopy(),
 				},
 				Routes: routes,
@@ -225,6 +231,7 @@ func vhostsOf(cfg *config.Contour, ing *netv1alpha1.Ingress) ([]vhostKey, map[vh
 					vhosts[k] = v
 				}
 				v.paths = append(v.paths, r.HTTP.Paths...)
+				v.externalRule = v.externalRule || visibilityOf(r) == netv1alpha1.IngressVisibilityExternalIP
 			}
 		}
 	}
@@ -272,7 +279,7 @@ func ProbeTargets(ctx context.Context, ing *netv1alpha1.Ingress) ([]ProbeTarget,
 	}
 	var out []ProbeTarget
 	for _, k := range keys {
-		tls, err := tlsFor(ing, cfg, k.host, vhosts[k].visibility)
+		tls, err := tlsFor(ing, cfg, k.host, vhosts[k].externalRule)
 		if err != nil {
 			return nil, err
 		}
@@ -323,7 +330,9 @@ func visibilityOf(r netv1alpha1.IngressRule) netv1alpha1.IngressVisibility {
 	return r.Visibility
 }
 
-func tlsFor(ing *netv1alpha1.Ingress, cfg *config.Contour, host string, vis netv1alpha1.IngressVisibility) (*contourv1.TLS, error) {
+// tlsFor is the certificate of a host: its own from spec.tls, else
+// config-contour's default one when an ExternalIP rule asks for the host.
+func tlsFor(ing *netv1alpha1.Ingress, cfg *config.Contour, host string, externalRule bool) (*contourv1.TLS, error) {
 	for i, t := range ing.Spec.TLS {
 		for _, h := range t.Hosts {
 			if h != host {
@@ -339,11 +348,21 @@ func tlsFor(ing *netv1alpha1.Ingress, cfg *config.Contour, host string, vis netv
 			return &contourv1.TLS{SecretName: secretRef(ing.Namespace, ns, t.SecretName)}, nil
 		}
 	}
-	if cfg.DefaultTLSSecret != nil && vis == netv1alpha1.IngressVisibilityExternalIP {
+	if cfg.DefaultTLSSecret != nil && externalRule {
 		s := cfg.DefaultTLSSecret
 		return &contourv1.TLS{SecretName: secretRef(ing.Namespace, s.Namespace, s.Name)}, nil
 	}
 	return nil, nil
+}
+
+// corsFor is config-contour's CORS policy for a host, which net-contour
+// puts on the hosts of ExternalIP rules only: in-cluster callers are no
+// browsers.
+func corsFor(cfg *config.Contour, externalRule bool) *contourv1.CORSPolicy {
+	if !externalRule {
+		return nil
+	}
+	return cfg.CORSPolicy.DeepCopy()
 }
 
 // secretRef is how an HTTPProxy names a secret: bare in its own namespace,
