@@ -97,20 +97,25 @@ func validAuthorization(annotations map[string]string) error {
 // validTLS checks the secret a TLS entry names. The proxy refers to it as
 // name or namespace/name (secretRef), which Contour splits at the '/': only
 // object names keep that reference unambiguous.
+// Messages name the entry's hosts too: those are what stop being served.
 func validTLS(field string, t netv1alpha1.IngressTLS) error {
+	hosts := fmt.Sprintf("%q", t.Hosts)
 	if t.SecretName == "" {
-		return &SpecError{Reason: "InvalidTLS", Message: field + ".secretName: is empty: name the Secret holding the hosts' certificate"}
+		return &SpecError{Reason: "InvalidTLS", Message: fmt.Sprintf(
+			"%s.secretName: is empty: name the Secret holding the certificate of hosts %s", field, hosts)}
 	}
 	if errs := validation.IsDNS1123Subdomain(t.SecretName); len(errs) > 0 {
 		return &SpecError{Reason: "InvalidTLS", Message: fmt.Sprintf(
-			"%s.secretName: %q is not a Secret name (%s)", field, t.SecretName, strings.Join(errs, "; "))}
+			"%s.secretName: %q is not a Secret name (%s): name the Secret holding the certificate of hosts %s",
+			field, t.SecretName, strings.Join(errs, "; "), hosts)}
 	}
 	if t.SecretNamespace == "" {
 		return nil
 	}
 	if errs := validation.IsDNS1123Label(t.SecretNamespace); len(errs) > 0 {
 		return &SpecError{Reason: "InvalidTLS", Message: fmt.Sprintf(
-			"%s.secretNamespace: %q is not a namespace name (%s)", field, t.SecretNamespace, strings.Join(errs, "; "))}
+			"%s.secretNamespace: %q is not a namespace name (%s): name the namespace of the Secret for hosts %s",
+			field, t.SecretNamespace, strings.Join(errs, "; "), hosts)}
 	}
 	return nil
 }

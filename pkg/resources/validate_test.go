@@ -288,6 +288,13 @@ func TestValidateSpecRefuses(t *testing.T) {
 		reason: "InvalidTLS",
 		field:  "spec.tls[0].secretName",
 	}, {
+		name: "a TLS entry without a secret name names the field and its host",
+		mod: func(ing *netv1alpha1.Ingress) {
+			ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}}}
+		},
+		reason: "InvalidTLS",
+		field:  `spec.tls[0].secretName: is empty: name the Secret holding the certificate of hosts ["hello.example.com"]`,
+	}, {
 		name: "a TLS secret namespace that no namespace can have",
 		mod: func(ing *netv1alpha1.Ingress) {
 			ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert", SecretNamespace: "Bad NS"}}
