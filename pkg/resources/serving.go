@@ -60,6 +60,9 @@ type vhost struct {
 // ingress.InsertProbe. Backends are resolved through resolve; its errors are
 // returned as they are so the caller can tell bad input from a failed read.
 func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver) (*Serving, error) {
+	if err := ValidateSpec(ing); err != nil {
+		return nil, err
+	}
 	full := config.FromContextOrDefaults(ctx)
 	cfg := full.Contour
 	internalTLS := full.Network != nil && full.Network.SystemInternalTLSEnabled()

@@ -102,6 +102,79 @@ func TestFaultBadInput(t *testing.T) {
 		}
 		return took
 	}
+	// refusedUpdate applies change to the served KIngress (good) as an
+	// update and waits for a condition that is not True with the reason,
+	// at the new generation, whose message names field. The previous
+	// generation must keep serving throughout: every external Envoy pod
+	// still answers from good, and the load loses no request. The spec is
+	// then put back and Ready awaited, for the next case. A Knative
+	// webhook, where Serving is installed, may refuse the update at the
+	// door instead (what it validates: percents, httpOption); its error
+	// must then name webhookField.
+	goodSpec := func() v1alpha1.IngressSpec {
+		ing, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Get(ctx, "good", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *ing.Spec.DeepCopy()
+	}()
+	refusedUpdate := func(t *testing.T, reason, field, webhookField string, change func(*v1alpha1.Ingress)) time.Duration {
+		t.Helper()
+		before := load.Summarize()
+		start := time.Now()
+		err := c.Update(ctx, ns, "good", change)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "admission webhook") && strings.Contains(err.Error(), webhookField):
+			t.Logf("refused by admission: %v", err)
+			return time.Since(start)
+		case err != nil:
+			t.Fatalf("update KIngress good: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := c.Update(ctx, ns, "good", func(ing *v1alpha1.Ingress) { ing.Spec = *goodSpec.DeepCopy() }); err != nil {
+				t.Errorf("put the served spec back: %v", err)
+				return
+			}
+			if _, err := c.WaitReady(ctx, ns, "good", time.Minute); err != nil {
+				t.Error(err)
+			}
+		})
+		got, err := c.WaitFor(ctx, ns, "good", time.Minute, "want reason "+reason, func(ing *v1alpha1.Ingress) bool {
+			if ing.Status.ObservedGeneration != ing.Generation {
+				return false
+			}
+			for _, cond := range ing.Status.Conditions {
+				if cond.Status != corev1.ConditionTrue && cond.Reason == reason && strings.Contains(cond.Message, field) {
+					return true
+				}
+			}
+			return false
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		for _, cond := range got.Status.Conditions {
+			if cond.Reason == reason {
+				t.Logf("%s=%s %s: %s", cond.Type, cond.Status, cond.Reason, cond.Message)
+				break
+			}
+		}
+		for _, ip := range c.EnvoyPods(ctx, external) {
+			if b, _, err := servedBy(ip, ext); err != nil || b != "good" {
+				t.Errorf("Envoy pod %s: %s served by %q, %v; want good (the previous generation)", ip, ext, b, err)
+			}
+		}
+		if after := load.Summarize(); after.Failed() != before.Failed() {
+			t.Errorf("%d requests failed while the bad update was refused", after.Failed()-before.Failed())
+		}
+		return took
+	}
+	// path0 is the field path of the served external host's only path.
+	const path0 = "spec.rules[0].http.paths[0]"
+	editPath0 := func(f func(p *v1alpha1.HTTPIngressPath)) func(*v1alpha1.Ingress) {
+		return func(ing *v1alpha1.Ingress) { f(&ing.Spec.Rules[0].HTTP.Paths[0]) }
+	}
 	to := func(backend string, port int) []harness.Split {
 		return []harness.Split{{Backend: backend, Percent: 100}}
 	}
@@ -232,6 +305,38 @@ func TestFaultBadInput(t *testing.T) {
 		ing := harness.KIngress(ns, "bad-port", extRule("bad-port."+ns+".example.com", "good"))
 		ing.Spec.Rules[0].HTTP.Paths[0].Splits[0].ServicePort = intstr.FromInt(8081)
 		return refused(t, ing, "ServicePortNotFound", "Service "+ns+"/good", "8081")
+	})
+	one("update-newline-in-header-value", func(t *testing.T) time.Duration {
+		return refusedUpdate(t, "InvalidHeader", path0+`.appendHeaders["X-Evil"]`, "appendHeaders",
+			editPath0(func(p *v1alpha1.HTTPIngressPath) { p.AppendHeaders = map[string]string{"X-Evil": "a\nb"} }))
+	})
+	one("update-colon-in-header-name", func(t *testing.T) time.Duration {
+		return refusedUpdate(t, "InvalidHeader", path0+`.appendHeaders["X:Evil"]`, "appendHeaders",
+			editPath0(func(p *v1alpha1.HTTPIngressPath) { p.AppendHeaders = map[string]string{"X:Evil": "v"} }))
+	})
+	one("update-space-in-header-name", func(t *testing.T) time.Duration {
+		return refusedUpdate(t, "InvalidHeader", path0+`.splits[0].appendHeaders["X Evil"]`, "appendHeaders",
+			editPath0(func(p *v1alpha1.HTTPIngressPath) { p.Splits[0].AppendHeaders["X Evil"] = "v" }))
+	})
+	one("update-empty-header-name", func(t *testing.T) time.Duration {
+		return refusedUpdate(t, "InvalidHeader", path0+`.appendHeaders[""]`, "appendHeaders",
+			editPath0(func(p *v1alpha1.HTTPIngressPath) { p.AppendHeaders = map[string]string{"": "v"} }))
+	})
+	one("update-space-in-rewrite-host", func(t *testing.T) time.Duration {
+		return refusedUpdate(t, "InvalidRewriteHost", path0+".rewriteHost", "rewriteHost",
+			editPath0(func(p *v1alpha1.HTTPIngressPath) { p.RewriteHost = "a b.example.com" }))
+	})
+	one("update-percents-150-and-minus-50", func(t *testing.T) time.Duration {
+		return refusedUpdate(t, "InvalidSplit", path0+".splits[0].percent", "percent",
+			editPath0(func(p *v1alpha1.HTTPIngressPath) {
+				second := *p.Splits[0].DeepCopy()
+				p.Splits[0].Percent, second.Percent = 150, -50
+				p.Splits = append(p.Splits, second)
+			}))
+	})
+	one("update-unknown-http-option", func(t *testing.T) time.Duration {
+		return refusedUpdate(t, "InvalidHTTPOption", "spec.httpOption", "httpOption",
+			func(ing *v1alpha1.Ingress) { ing.Spec.HTTPOption = "Disabled" })
 	})
 	one("another-ingress-class", func(t *testing.T) time.Duration {
 		ing := harness.KIngress(ns, "not-ours", extRule("not-ours."+ns+".example.com", "good"))
