@@ -49,16 +49,17 @@ func ValidateSpec(ing *netv1alpha1.Ingress) error {
 }
 
 // validHTTPOption accepts what Knative's API defines. Empty is what Serving
-// writes when the option is unset, served as Enabled (as net-contour does:
-// only Redirected redirects); any other value would be served as Enabled
-// too, which is a guess, so it is refused.
+// writes when the option is unset, served as Redirected (as net-contour
+// does: only Enabled serves plain HTTP beside HTTPS, see
+// routeOptions.userInsecure); any other value would be a guess, so it is
+// refused.
 func validHTTPOption(o netv1alpha1.HTTPOption) error {
 	switch o {
 	case "", netv1alpha1.HTTPOptionEnabled, netv1alpha1.HTTPOptionRedirected:
 		return nil
 	}
 	return &SpecError{Reason: "InvalidHTTPOption", Message: fmt.Sprintf(
-		"spec.httpOption: %q is not an HTTP option: use %q (serve plain HTTP), %q (redirect plain HTTP to HTTPS) or leave it empty",
+		"spec.httpOption: %q is not an HTTP option: use %q (serve plain HTTP too), %q (redirect plain HTTP to HTTPS) or leave it empty (redirect)",
 		o, netv1alpha1.HTTPOptionEnabled, netv1alpha1.HTTPOptionRedirected)}
 }
 

@@ -1,7 +1,6 @@
 package resources
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -329,7 +328,7 @@ func TestValidateSpecRefuses(t *testing.T) {
 				t.Errorf("Message = %q, does not name %s", se.Message, tc.field)
 			}
 			// The builder refuses it the same way, before writing anything.
-			_, err = MakeServing(context.Background(), ing, resolverOf(svc("blue"), svc("green")))
+			_, err = MakeServing(bg(), ing, resolverOf(svc("blue"), svc("green")))
 			var me *SpecError
 			if !errors.As(err, &me) || *me != *se {
 				t.Errorf("MakeServing() = %v, want the error of ValidateSpec", err)
@@ -436,18 +435,18 @@ func TestValidateSpecAcceptsWarm(t *testing.T) {
 	ing := kingress(func(ing *netv1alpha1.Ingress) {
 		path0(ing).RewriteHost = "hello.ns.svc.cluster.local"
 	})
-	s, err := MakeServing(context.Background(), ing, resolverOf(svc("blue")))
+	s, err := MakeServing(bg(), ing, resolverOf(svc("blue")))
 	if err != nil {
 		t.Fatalf("MakeServing() = %v", err)
 	}
-	w, err := MakeWarm(context.Background(), ing, s.Backends, s.Backends)
+	w, err := MakeWarm(bg(), ing, s.Backends, s.Backends)
 	if err != nil {
 		t.Fatalf("MakeWarm() = %v", err)
 	}
 	if err := ValidateSpec(w.Probe); err != nil {
 		t.Errorf("ValidateSpec(warm) = %v, want nil", err)
 	}
-	if _, err := ProbeTargets(context.Background(), w.Probe); err != nil {
+	if _, err := ProbeTargets(bg(), w.Probe); err != nil {
 		t.Errorf("ProbeTargets(warm) = %v, want nil", err)
 	}
 }
