@@ -306,6 +306,9 @@ func TestFaultBadInput(t *testing.T) {
 		ing.Spec.Rules[0].HTTP.Paths[0].Splits[0].ServicePort = intstr.FromInt(8081)
 		return refused(t, ing, "ServicePortNotFound", "Service "+ns+"/good", "8081")
 	})
+	// While the bad updates below are refused, a second KIngress rolls out
+	// back and forth under load: a refusal must hold up no one else.
+	stopRoller := startRoller(ctx, t, c, ns)
 	one("update-newline-in-header-value", func(t *testing.T) time.Duration {
 		return refusedUpdate(t, "InvalidHeader", path0+`.appendHeaders["X-Evil"]`, "appendHeaders",
 			editPath0(func(p *v1alpha1.HTTPIngressPath) { p.AppendHeaders = map[string]string{"X-Evil": "a\nb"} }))
@@ -338,6 +341,7 @@ func TestFaultBadInput(t *testing.T) {
 		return refusedUpdate(t, "InvalidHTTPOption", "spec.httpOption", "httpOption",
 			func(ing *v1alpha1.Ingress) { ing.Spec.HTTPOption = "Disabled" })
 	})
+	stopRoller()
 	one("another-ingress-class", func(t *testing.T) time.Duration {
 		ing := harness.KIngress(ns, "not-ours", extRule("not-ours."+ns+".example.com", "good"))
 		ing.Annotations[networking.IngressClassAnnotationKey] = "istio.ingress.networking.knative.dev"
@@ -405,4 +409,73 @@ func containsAll(s string, subs []string) bool {
 		}
 	}
 	return true
+}
+
+// startRoller serves a KIngress of its own (roller) under load and rolls it
+// between two fresh backends, each rollout awaited Ready, until the
+// returned func is called; that func checks that every rollout went Ready
+// and no request of its load failed.
+func startRoller(ctx context.Context, t *testing.T, c *harness.Clients, ns string) func() {
+	t.Helper()
+	for _, b := range []string{"roll-a", "roll-b"} {
+		if err := c.CreateBackend(ctx, ns, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host := "roller." + ns + ".example.com"
+	to := func(b string) func(*v1alpha1.Ingress) {
+		return func(ing *v1alpha1.Ingress) {
+			harness.SetRules(ing, harness.Rule{Host: host, Visibility: v1alpha1.IngressVisibilityExternalIP,
+				Splits: []harness.Split{{Backend: b, Percent: 100}}})
+		}
+	}
+	ing := harness.KIngress(ns, "roller")
+	to("roll-a")(ing)
+	if _, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitReady(ctx, ns, "roller", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	load, stopLoad := startLoadOn(ctx, 50, c.MustFleetTargets(ctx, t, external, host), "roll-a", "roll-b")
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	rollouts := 0
+	go func() {
+		next := "roll-b"
+		for {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := c.Update(ctx, ns, "roller", to(next)); err != nil {
+				done <- err
+				return
+			}
+			if _, err := c.WaitReady(ctx, ns, "roller", time.Minute); err != nil {
+				done <- err
+				return
+			}
+			rollouts++
+			next = map[string]string{"roll-a": "roll-b", "roll-b": "roll-a"}[next]
+			time.Sleep(300 * time.Millisecond)
+		}
+	}()
+	return func() {
+		t.Helper()
+		close(stop)
+		err := <-done
+		time.Sleep(time.Second)
+		stopLoad()
+		s := load.Summarize()
+		t.Logf("the second KIngress meanwhile: %d rollouts, each Ready; its load: %s", rollouts, s)
+		if err != nil {
+			t.Errorf("the second KIngress's rollouts: %v", err)
+		}
+		if rollouts == 0 || s.Requests == 0 || s.Failed() != 0 {
+			t.Errorf("the second KIngress: %d rollouts, %d of %d requests failed: %v", rollouts, s.Failed(), s.Requests, s.Failures)
+		}
+	}
 }
