@@ -25,3 +25,5 @@ if [ -f hack/nodeagent/go.mod ]; then
   echo "--- node agent unit tests"
   (cd hack/nodeagent && go vet ./... && go test -count=1 ./...)
 fi
+echo "--- config/operator/knativeserving.yaml against the Knative Operator's own code"
+(cd hack/tools/operator && go vet ./... && go test -count=1 ./...)
