@@ -5,7 +5,9 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
+	"knative.dev/pkg/configmap"
 	"sigs.k8s.io/yaml"
 )
 
@@ -32,11 +35,15 @@ const (
 	TimeoutPolicyResponseKey = "timeout-policy-response"
 	// TimeoutPolicyIdleKey is the Contour route idle timeout.
 	TimeoutPolicyIdleKey = "timeout-policy-idle"
-	// CORSPolicyKey is the CORS policy put on every virtual host.
+	// CORSPolicyKey is the CORS policy of external (ExternalIP) virtual
+	// hosts; net-contour reads the same key.
 	CORSPolicyKey = "cors-policy"
-	// corsPolicyKeyNetContour is the spelling net-contour reads; accepted so
-	// that an existing config-contour keeps working unchanged.
-	corsPolicyKeyNetContour = "corsPolicy"
+	// corsPolicyKeyLegacy is a spelling hitless has documented and read
+	// (net-contour's own _example shows it, but net-contour does not read
+	// it). It is still read, so that a config-contour written for hitless
+	// keeps its CORS policy, with a warning to rename it: after a move back
+	// to net-contour the policy would silently be gone.
+	corsPolicyKeyLegacy = "corsPolicy"
 	// ReleaseHoldKey is how long warm proxies outlive a confirmed switch, so
 	// requests already in flight to an old backend (long polls, websockets
 	// opened just before the switch) finish before Contour drops its cluster.
@@ -80,6 +87,12 @@ type Contour struct {
 	// RetryPolicy is put on every route that carries user traffic; nil
 	// for none.
 	RetryPolicy *contourv1.RetryPolicy
+	// Warnings name what the ConfigMap holds that is ignored (a key, or a
+	// field inside a key's YAML value, that hitless does not know) or read
+	// under a spelling to be changed. net-contour loads a config-contour
+	// with such content, so hitless must load it too rather than refuse it;
+	// the store reports each warning where an operator looks instead.
+	Warnings []string
 }
 
 // DefaultRetryPolicy is net-contour's: two retries of a request that never
@@ -151,16 +164,36 @@ func NewContourFromConfigMap(cm *corev1.ConfigMap) (*Contour, error) {
 	return NewContourFromMap(cm.Data)
 }
 
-// NewContourFromMap parses the data of config-contour.
+// knownKeys are the keys of config-contour that hitless reads, besides
+// corsPolicyKeyLegacy; configmap.ExampleKey, which documents them, is read
+// by no one.
+var knownKeys = []string{
+	VisibilityKey, DefaultTLSSecretKey, TimeoutPolicyResponseKey, TimeoutPolicyIdleKey,
+	CORSPolicyKey, ReleaseHoldKey, RetryPolicyKey,
+}
+
+// NewContourFromMap parses the data of config-contour. A malformed value
+// refuses the whole ConfigMap; unknown keys and fields are ignored and
+// listed in Warnings.
 func NewContourFromMap(data map[string]string) (*Contour, error) {
 	c := DefaultContour()
+	c.Warnings = unknownKeys(data)
 
-	if raw, ok := data[VisibilityKey]; ok && strings.TrimSpace(raw) != "" {
-		vis, err := parseVisibility(raw)
+	if raw, ok := data[VisibilityKey]; ok {
+		// net-contour refuses a visibility without both entries, an empty
+		// one included; hitless does too rather than fall back to the
+		// default fleets, which may be the wrong ones or not exist.
+		if strings.TrimSpace(raw) == "" {
+			return nil, fmt.Errorf("%s: the value is empty; delete the key to use the default fleets "+
+				"(contour-external/envoy, contour-internal/envoy), or give %s and %s each a class and a service",
+				VisibilityKey, netv1alpha1.IngressVisibilityExternalIP, netv1alpha1.IngressVisibilityClusterLocal)
+		}
+		vis, warnings, err := parseVisibility(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", VisibilityKey, err)
 		}
 		c.Visibility = vis
+		c.Warnings = append(c.Warnings, prefixed(VisibilityKey, warnings)...)
 	}
 
 	if raw, ok := data[DefaultTLSSecretKey]; ok && strings.TrimSpace(raw) != "" {
@@ -194,16 +227,23 @@ func NewContourFromMap(data map[string]string) (*Contour, error) {
 
 	corsKey := CORSPolicyKey
 	raw, ok := data[CORSPolicyKey]
-	if !ok {
-		corsKey = corsPolicyKeyNetContour
-		raw, ok = data[corsPolicyKeyNetContour]
+	if _, legacy := data[corsPolicyKeyLegacy]; legacy {
+		if ok {
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s is ignored: %s is set and wins; delete %s",
+				corsPolicyKeyLegacy, CORSPolicyKey, corsPolicyKeyLegacy))
+		} else {
+			corsKey, raw, ok = corsPolicyKeyLegacy, data[corsPolicyKeyLegacy], true
+			c.Warnings = append(c.Warnings, fmt.Sprintf("%s is read as %s; rename it to %s, the key net-contour reads (net-contour ignores %s)",
+				corsPolicyKeyLegacy, CORSPolicyKey, CORSPolicyKey, corsPolicyKeyLegacy))
+		}
 	}
 	if ok && strings.TrimSpace(raw) != "" {
-		cors, err := parseCORS(raw)
+		cors, warnings, err := parseCORS(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", corsKey, err)
 		}
 		c.CORSPolicy = cors
+		c.Warnings = append(c.Warnings, prefixed(corsKey, warnings)...)
 	}
 
 	if raw, ok := data[ReleaseHoldKey]; ok && strings.TrimSpace(raw) != "" {
@@ -218,13 +258,47 @@ func NewContourFromMap(data map[string]string) (*Contour, error) {
 	}
 
 	if raw, ok := data[RetryPolicyKey]; ok && strings.TrimSpace(raw) != "" {
-		rp, err := parseRetryPolicy(raw)
+		rp, warnings, err := parseRetryPolicy(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", RetryPolicyKey, err)
 		}
 		c.RetryPolicy = rp
+		c.Warnings = append(c.Warnings, prefixed(RetryPolicyKey, warnings)...)
 	}
 	return c, nil
+}
+
+// unknownKeys warns of each key of data that hitless does not read, in
+// key order: a misspelt key, or one a newer net-contour or hitless reads.
+func unknownKeys(data map[string]string) []string {
+	var warnings []string
+	for key := range data {
+		if key == configmap.ExampleKey || key == corsPolicyKeyLegacy || slices.Contains(knownKeys, key) {
+			continue
+		}
+		warnings = append(warnings, fmt.Sprintf("%q is not a key hitless reads and is ignored (the keys are %s)",
+			key, strings.Join(knownKeys, ", ")))
+	}
+	sort.Strings(warnings)
+	return warnings
+}
+
+// prefixed names key as the place of each of its warnings.
+func prefixed(key string, warnings []string) []string {
+	out := make([]string, 0, len(warnings))
+	for _, w := range warnings {
+		out = append(out, key+": "+w)
+	}
+	return out
+}
+
+// ignoredFields words the unknown fields decodeLenient returns as warnings.
+func ignoredFields(fields []string) []string {
+	out := make([]string, 0, len(fields))
+	for _, f := range fields {
+		out = append(out, fmt.Sprintf("field %q is unknown and ignored", f))
+	}
+	return out
 }
 
 // retryOnValues are the retryOn conditions Contour accepts (its CRD's enum).
@@ -235,72 +309,91 @@ var retryOnValues = map[contourv1.RetryOn]bool{
 	"internal": true, "resource-exhausted": true, "unavailable": true,
 }
 
-func parseRetryPolicy(raw string) (*contourv1.RetryPolicy, error) {
+// parseRetryPolicy reads a retry-policy value; unknown fields (a newer
+// Contour's) are ignored and returned as warnings.
+func parseRetryPolicy(raw string) (*contourv1.RetryPolicy, []string, error) {
 	if strings.TrimSpace(raw) == RetryPolicyNone {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var p contourv1.RetryPolicy
-	if err := yaml.UnmarshalStrict([]byte(raw), &p); err != nil {
-		return nil, fmt.Errorf("neither %q nor a Contour retry policy (count, retryOn, retriableStatusCodes, perTryTimeout): %w", RetryPolicyNone, err)
+	unknown, err := decodeLenient(raw, &p)
+	if err != nil {
+		return nil, nil, fmt.Errorf("neither %q nor a Contour retry policy (count, retryOn, retriableStatusCodes, perTryTimeout): %w", RetryPolicyNone, err)
 	}
 	if p.NumRetries < 1 {
 		// Contour reads 0 as Envoy's default of one retry and -1 as
 		// none; say which instead.
-		return nil, fmt.Errorf("count must be at least 1 (for no retries, set the key to %q)", RetryPolicyNone)
+		return nil, nil, fmt.Errorf("count must be at least 1 (for no retries, set the key to %q)", RetryPolicyNone)
 	}
 	for _, on := range p.RetryOn {
 		if !retryOnValues[on] {
-			return nil, fmt.Errorf("retryOn %q is not one Contour knows", on)
+			return nil, nil, fmt.Errorf("retryOn %q is not one Contour knows", on)
 		}
 	}
 	for _, code := range p.RetriableStatusCodes {
 		if code < 100 || code > 599 {
-			return nil, fmt.Errorf("retriableStatusCodes: %d is not an HTTP status code", code)
+			return nil, nil, fmt.Errorf("retriableStatusCodes: %d is not an HTTP status code", code)
 		}
 	}
 	if p.PerTryTimeout != "" && p.PerTryTimeout != Infinity {
 		if d, err := time.ParseDuration(p.PerTryTimeout); err != nil || d < 0 {
-			return nil, fmt.Errorf("perTryTimeout %q is not a duration (e.g. 1s)", p.PerTryTimeout)
+			return nil, nil, fmt.Errorf("perTryTimeout %q is not a duration (e.g. 1s)", p.PerTryTimeout)
 		}
 	}
-	return &p, nil
+	return &p, ignoredFields(unknown), nil
 }
 
-func parseVisibility(raw string) (map[netv1alpha1.IngressVisibility]Fleet, error) {
-	entries := map[netv1alpha1.IngressVisibility]struct {
-		Class   string `json:"class"`
-		Service string `json:"service"`
-	}{}
-	if err := yaml.UnmarshalStrict([]byte(raw), &entries); err != nil {
-		return nil, fmt.Errorf("not a map of visibility to {class, service}: %w", err)
+// visibilityEntry is the value of one visibility in the visibility key.
+type visibilityEntry struct {
+	Class   string `json:"class"`
+	Service string `json:"service"`
+}
+
+// parseVisibility reads a visibility value. Fields of an entry other than
+// class and service are ignored and returned as warnings naming the entry.
+func parseVisibility(raw string) (map[netv1alpha1.IngressVisibility]Fleet, []string, error) {
+	// Each entry is kept as raw JSON first, so that its unknown fields can
+	// be found and named.
+	var entries map[netv1alpha1.IngressVisibility]json.RawMessage
+	if err := yaml.Unmarshal([]byte(raw), &entries); err != nil {
+		return nil, nil, fmt.Errorf("not a map of visibility to {class, service}: %w", err)
 	}
+	var warnings []string
 	out := make(map[netv1alpha1.IngressVisibility]Fleet, len(entries))
-	for v, e := range entries {
+	for v, rawEntry := range entries {
 		switch v {
 		case netv1alpha1.IngressVisibilityExternalIP, netv1alpha1.IngressVisibilityClusterLocal:
 		default:
-			return nil, fmt.Errorf("unknown visibility %q (want %s or %s)", v,
+			return nil, nil, fmt.Errorf("unknown visibility %q (want %s or %s)", v,
 				netv1alpha1.IngressVisibilityExternalIP, netv1alpha1.IngressVisibilityClusterLocal)
 		}
+		var e visibilityEntry
+		unknown, err := decodeLenient(string(rawEntry), &e)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: not a {class, service}: %w", v, err)
+		}
+		warnings = append(warnings, prefixed(string(v), ignoredFields(unknown))...)
 		if e.Class == "" {
-			return nil, fmt.Errorf("%s: class is empty", v)
+			return nil, nil, fmt.Errorf("%s: class is empty", v)
 		}
 		if errs := validation.IsDNS1123Subdomain(e.Class); len(errs) > 0 {
-			return nil, fmt.Errorf("%s: class %q: %s", v, e.Class, strings.Join(errs, "; "))
+			return nil, nil, fmt.Errorf("%s: class %q: %s", v, e.Class, strings.Join(errs, "; "))
 		}
 		nn, err := parseNamespacedName(e.Service)
 		if err != nil {
-			return nil, fmt.Errorf("%s: service: %w", v, err)
+			return nil, nil, fmt.Errorf("%s: service: %w", v, err)
 		}
 		out[v] = Fleet{Class: e.Class, Service: nn}
 	}
 	for _, v := range []netv1alpha1.IngressVisibility{netv1alpha1.IngressVisibilityExternalIP, netv1alpha1.IngressVisibilityClusterLocal} {
 		if _, ok := out[v]; !ok {
-			return nil, fmt.Errorf("%s is missing: both %s and %s need a class and a service",
+			return nil, nil, fmt.Errorf("%s is missing: both %s and %s need a class and a service",
 				v, netv1alpha1.IngressVisibilityExternalIP, netv1alpha1.IngressVisibilityClusterLocal)
 		}
 	}
-	return out, nil
+	// Map order is random; warnings are compared and shown in order.
+	sort.Strings(warnings)
+	return out, warnings, nil
 }
 
 func parseNamespacedName(s string) (types.NamespacedName, error) {
@@ -314,23 +407,4 @@ func parseNamespacedName(s string) (types.NamespacedName, error) {
 		}
 	}
 	return types.NamespacedName{Namespace: parts[0], Name: parts[1]}, nil
-}
-
-func parseCORS(raw string) (*contourv1.CORSPolicy, error) {
-	var p contourv1.CORSPolicy
-	if err := yaml.UnmarshalStrict([]byte(raw), &p); err != nil {
-		return nil, fmt.Errorf("not a Contour CORS policy: %w", err)
-	}
-	if len(p.AllowOrigin) == 0 {
-		return nil, fmt.Errorf("allowOrigin must list at least one origin")
-	}
-	if len(p.AllowMethods) == 0 {
-		return nil, fmt.Errorf("allowMethods must list at least one method")
-	}
-	if p.MaxAge != "" {
-		if _, err := time.ParseDuration(p.MaxAge); err != nil && p.MaxAge != "0" {
-			return nil, fmt.Errorf("maxAge %q is not a duration: %w", p.MaxAge, err)
-		}
-	}
-	return &p, nil
 }

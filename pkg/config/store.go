@@ -44,18 +44,21 @@ type Store struct {
 	*configmap.UntypedStore
 }
 
-// NewStore returns a Store; onInvalid (may be nil) is told of each rejected
-// ConfigMap, so that the rejection can be shown where an operator looks (an
-// event on the ConfigMap), not only in the controller's log; onAfterStore
-// runs after each accepted change (the controller uses it to resync every
-// KIngress).
-func NewStore(logger configmap.Logger, onInvalid func(*corev1.ConfigMap, error), onAfterStore ...func(name string, value interface{})) *Store {
+// NewStore returns a Store. Both callbacks may be nil and exist so that
+// what the store finds can be shown where an operator looks (an event on
+// the ConfigMap), not only in the controller's log: onInvalid is told of
+// each rejected ConfigMap; onWarnings of each accepted config-contour that
+// has warnings (ignored keys or fields, see Contour.Warnings), after the
+// store has logged them. onAfterStore runs after each accepted change (the
+// controller uses it to resync every KIngress).
+func NewStore(logger configmap.Logger, onInvalid func(*corev1.ConfigMap, error), onWarnings func(*corev1.ConfigMap, []string),
+	onAfterStore ...func(name string, value interface{})) *Store {
 	return &Store{
 		UntypedStore: configmap.NewUntypedStore(
 			"hitless",
 			logger,
 			configmap.Constructors{
-				ContourConfigName:    reportInvalid(NewContourFromConfigMap, onInvalid),
+				ContourConfigName:    reportWarnings(reportInvalid(NewContourFromConfigMap, onInvalid), logger, onWarnings),
 				netcfg.ConfigMapName: reportInvalid(netcfg.NewConfigFromConfigMap, onInvalid),
 			},
 			onAfterStore...,
@@ -73,6 +76,36 @@ func reportInvalid[T any](parse func(*corev1.ConfigMap) (T, error), onInvalid fu
 			onInvalid(cm, err)
 		}
 		return v, err
+	}
+}
+
+// warnLogger is the part of a zap SugaredLogger that configmap.Logger
+// lacks; a logger without it logs warnings at info level.
+type warnLogger interface {
+	Warnf(string, ...interface{})
+}
+
+// reportWarnings wraps the config-contour constructor so that the warnings
+// of an accepted ConfigMap are logged and reach onWarnings; the value is
+// stored as parsed.
+func reportWarnings(parse func(*corev1.ConfigMap) (*Contour, error), logger configmap.Logger,
+	onWarnings func(*corev1.ConfigMap, []string)) func(*corev1.ConfigMap) (*Contour, error) {
+	warnf := logger.Infof
+	if w, ok := logger.(warnLogger); ok {
+		warnf = w.Warnf
+	}
+	return func(cm *corev1.ConfigMap) (*Contour, error) {
+		c, err := parse(cm)
+		if err != nil || len(c.Warnings) == 0 {
+			return c, err
+		}
+		for _, w := range c.Warnings {
+			warnf("ConfigMap %s/%s accepted with a warning: %s", cm.Namespace, cm.Name, w)
+		}
+		if onWarnings != nil {
+			onWarnings(cm, c.Warnings)
+		}
+		return c, nil
 	}
 }
 

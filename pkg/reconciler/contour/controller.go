@@ -119,7 +119,15 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 			recorder.Eventf(cm, corev1.EventTypeWarning, ReasonInvalidConfig,
 				"ConfigMap %s/%s rejected, the last valid configuration stays in force: %v", cm.Namespace, cm.Name, err)
 		}
-		store = config.NewStore(logger.Named("config-store"), invalid, resync)
+		// An accepted config-contour with warnings (a key or field it
+		// ignores, a spelling to change) gets a Warning event for each.
+		warned := func(cm *corev1.ConfigMap, warnings []string) {
+			for _, w := range warnings {
+				recorder.Eventf(cm, corev1.EventTypeWarning, reasonConfigWarning,
+					"ConfigMap %s/%s accepted with a warning: %s", cm.Namespace, cm.Name, w)
+			}
+		}
+		store = config.NewStore(logger.Named("config-store"), invalid, warned, resync)
 		store.WatchConfigs(cmw)
 		return controller.Options{ConfigStore: store, PromoteFilterFunc: classFilter(class)}
 	})
@@ -221,6 +229,10 @@ func stripManagedFields(obj interface{}) (interface{}, error) {
 	}
 	return obj, nil
 }
+
+// reasonConfigWarning is the Warning event on an accepted config-contour
+// that holds keys or fields hitless ignores (config.Contour.Warnings).
+const reasonConfigWarning = "ConfigWarning"
 
 // newEventRecorder records events to the API as the controller's component,
 // until ctx is done.
