@@ -97,35 +97,7 @@ func startAuthServer(ctx context.Context, t *testing.T, c *harness.Clients, ns s
 // only the prober can use them (TestAttackProbeHeadersPastAuthorization).
 func TestExtensionServiceAuthorization(t *testing.T) {
 	ctx, c, ns := setup(t, "authz")
-	for _, b := range []string{"blue", "green"} {
-		if err := c.CreateBackend(ctx, ns, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a := startAuthServer(ctx, t, c, ns)
-	host := "authz." + ns + ".example.com"
-	if err := c.CreateTLSSecret(ctx, ns, "cert", host); err != nil {
-		t.Fatal(err)
-	}
-	to := func(backend string) func(*v1alpha1.Ingress) {
-		return func(ing *v1alpha1.Ingress) {
-			harness.SetRules(ing, harness.Rule{Host: host, Visibility: v1alpha1.IngressVisibilityExternalIP,
-				Splits: []harness.Split{{Backend: backend, Percent: 100}}})
-		}
-	}
-	ing := harness.KIngress(ns, "authz")
-	to("blue")(ing)
-	ing.Annotations[resources.AnnotationExtensionService] = "authz"
-	ing.Annotations[resources.AnnotationExtensionServiceNamespace] = ns
-	ing.Spec.TLS = []v1alpha1.IngressTLS{{Hosts: []string{host}, SecretName: "cert", SecretNamespace: ns}}
-	// Enabled asks for plain HTTP too; behind authorization it is refused.
-	ing.Spec.HTTPOption = v1alpha1.HTTPOptionEnabled
-	if _, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitReady(ctx, ns, "authz", 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	a, host, to := servedBehindAuthorization(ctx, t, c, ns)
 
 	pods := c.EnvoyPods(ctx, external)
 	if len(pods) == 0 {
@@ -204,4 +176,42 @@ func TestExtensionServiceAuthorization(t *testing.T) {
 	}
 	expect("after the rollout")
 	t.Logf("authorization server: %d allowed with the token, %d denied", a.allowed.Load(), a.denied.Load())
+}
+
+// servedBehindAuthorization serves the KIngress authz of ns, host
+// authz.<ns>.example.com, from backend blue (green is there to roll out to)
+// behind the test's ext_authz server, with TLS and httpOption Enabled
+// (which asks for plain HTTP too; behind authorization it is refused), and
+// waits until it is Ready. to(b) routes the host to backend b.
+func servedBehindAuthorization(ctx context.Context, t *testing.T, c *harness.Clients, ns string) (*authServer, string, func(string) func(*v1alpha1.Ingress)) {
+	t.Helper()
+	for _, b := range []string{"blue", "green"} {
+		if err := c.CreateBackend(ctx, ns, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := startAuthServer(ctx, t, c, ns)
+	host := "authz." + ns + ".example.com"
+	if err := c.CreateTLSSecret(ctx, ns, "cert", host); err != nil {
+		t.Fatal(err)
+	}
+	to := func(backend string) func(*v1alpha1.Ingress) {
+		return func(ing *v1alpha1.Ingress) {
+			harness.SetRules(ing, harness.Rule{Host: host, Visibility: v1alpha1.IngressVisibilityExternalIP,
+				Splits: []harness.Split{{Backend: backend, Percent: 100}}})
+		}
+	}
+	ing := harness.KIngress(ns, "authz")
+	to("blue")(ing)
+	ing.Annotations[resources.AnnotationExtensionService] = "authz"
+	ing.Annotations[resources.AnnotationExtensionServiceNamespace] = ns
+	ing.Spec.TLS = []v1alpha1.IngressTLS{{Hosts: []string{host}, SecretName: "cert", SecretNamespace: ns}}
+	ing.Spec.HTTPOption = v1alpha1.HTTPOptionEnabled
+	if _, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitReady(ctx, ns, "authz", 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return a, host, to
 }

@@ -41,21 +41,34 @@ func listenOnBridge(t *testing.T, c *harness.Clients) net.Listener {
 // EndpointSlice of it, as a cluster names a backend outside its pods.
 func createHostService(ctx context.Context, t *testing.T, c *harness.Clients, ns, name, portName string, servicePort int32, l net.Listener) {
 	t.Helper()
+	createHostServicePorts(ctx, t, c, ns, name, l, hostPort{portName, servicePort})
+}
+
+// hostPort is a named port of a Service createHostServicePorts makes.
+type hostPort struct {
+	name string
+	port int32
+}
+
+// createHostServicePorts is createHostService with several ports, in the
+// order given, every one of them to l.
+func createHostServicePorts(ctx context.Context, t *testing.T, c *harness.Clients, ns, name string, l net.Listener, ports ...hostPort) {
+	t.Helper()
 	addr := l.Addr().(*net.TCPAddr)
-	port := int32(addr.Port)
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: portName, Port: servicePort, TargetPort: intstr.FromInt32(port)}}},
-	}
-	if _, err := c.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	target := int32(addr.Port)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
 			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "hitless-e2e"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(portName), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr.IP.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	}
+	for _, p := range ports {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: p.name, Port: p.port, TargetPort: intstr.FromInt32(target)})
+		slice.Ports = append(slice.Ports, discoveryv1.EndpointPort{Name: ptr.To(p.name), Port: ptr.To(target), Protocol: ptr.To(corev1.ProtocolTCP)})
+	}
+	if _, err := c.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := c.Kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -94,34 +94,7 @@ func burst(ctx context.Context, targets []harness.Target, allowed ...string) har
 // authorization server lets no probe through (it checks only its token).
 func TestAttackProbeHeadersPastAuthorization(t *testing.T) {
 	ctx, c, ns := setup(t, "atk-authz")
-	for _, b := range []string{"blue", "green"} {
-		if err := c.CreateBackend(ctx, ns, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a := startAuthServer(ctx, t, c, ns)
-	host := "authz." + ns + ".example.com"
-	if err := c.CreateTLSSecret(ctx, ns, "cert", host); err != nil {
-		t.Fatal(err)
-	}
-	to := func(backend string) func(*v1alpha1.Ingress) {
-		return func(ing *v1alpha1.Ingress) {
-			harness.SetRules(ing, harness.Rule{Host: host, Visibility: v1alpha1.IngressVisibilityExternalIP,
-				Splits: []harness.Split{{Backend: backend, Percent: 100}}})
-		}
-	}
-	ing := harness.KIngress(ns, "authz")
-	to("blue")(ing)
-	ing.Annotations[resources.AnnotationExtensionService] = "authz"
-	ing.Annotations[resources.AnnotationExtensionServiceNamespace] = ns
-	ing.Spec.TLS = []v1alpha1.IngressTLS{{Hosts: []string{host}, SecretName: "cert", SecretNamespace: ns}}
-	ing.Spec.HTTPOption = v1alpha1.HTTPOptionEnabled
-	if _, err := c.Net.NetworkingV1alpha1().Ingresses(ns).Create(ctx, ing, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitReady(ctx, ns, "authz", 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	a, host, to := servedBehindAuthorization(ctx, t, c, ns)
 	stolen := tenantToken(ctx, t, c)
 
 	pods := c.EnvoyPods(ctx, external)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -15,11 +14,9 @@ import (
 
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 	"knative.dev/networking/pkg/apis/networking"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"knative.dev/networking/pkg/certificates"
@@ -215,7 +212,10 @@ func TestSystemInternalTLS(t *testing.T) {
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{good}, NextProtos: []string{"h2", "http/1.1"}}}
 	go func() { _ = srv.ServeTLS(l, "", "") }()
 	t.Cleanup(func() { srv.Close() })
-	createRevisionService(ctx, t, c, ns, "grpc-rev", l)
+	// Both ports to the TLS listener: under encryption only https is used.
+	createHostServicePorts(ctx, t, c, ns, "grpc-rev", l,
+		hostPort{networking.ServicePortNameH2C, networking.ServiceHTTPPort},
+		hostPort{networking.ServicePortNameHTTPS, networking.ServiceHTTPSPort})
 	revHost := "grpc-rev." + ns + ".example.com"
 	rev := harness.KIngress(ns, "grpc-rev", harness.Rule{Host: revHost, Visibility: v1alpha1.IngressVisibilityExternalIP,
 		Splits: []harness.Split{{Backend: "grpc-rev", Percent: 100}}})
@@ -235,37 +235,5 @@ func TestSystemInternalTLS(t *testing.T) {
 	t.Logf("an HTTP/2 revision's https port, as Serving names it: %s; %d requests over HTTP/2", rs, grpcRev.h2.Load())
 	if rs.Requests == 0 || rs.Failed() != 0 {
 		t.Errorf("an HTTP/2 revision's https port: %d of %d failed (505: reached over HTTP/1.1): %v", rs.Failed(), rs.Requests, rs.Failures)
-	}
-}
-
-// createRevisionService makes a Service shaped as Serving makes an HTTP/2
-// revision's: port http2 (80) first, then https (443), both to l's port (a
-// TLS listener: under encryption only the https port is used).
-func createRevisionService(ctx context.Context, t *testing.T, c *harness.Clients, ns, name string, l net.Listener) {
-	t.Helper()
-	addr := l.Addr().(*net.TCPAddr)
-	port := int32(addr.Port)
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
-			{Name: networking.ServicePortNameH2C, Port: networking.ServiceHTTPPort, TargetPort: intstr.FromInt32(port)},
-			{Name: networking.ServicePortNameHTTPS, Port: networking.ServiceHTTPSPort, TargetPort: intstr.FromInt32(port)},
-		}},
-	}
-	if _, err := c.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
-			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "hitless-e2e"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports: []discoveryv1.EndpointPort{
-			{Name: ptr.To(networking.ServicePortNameH2C), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)},
-			{Name: ptr.To(networking.ServicePortNameHTTPS), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)},
-		},
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{addr.IP.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-	}
-	if _, err := c.Kube.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
 	}
 }
