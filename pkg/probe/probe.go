@@ -25,9 +25,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -240,6 +240,18 @@ func (p *Prober) Start(done <-chan struct{}) {
 			}
 		}
 	}()
+}
+
+// URL is the URL of a route's path prefix as Envoy matches it: the prefix
+// exactly as written, escapes included. Envoy compares a prefix with the
+// request's path as sent (it decodes no %2F), so "/%2Fb" must go out as
+// "/%2Fb", not as "/%252Fb", the escaping of the literal string.
+func URL(scheme, host, prefix string) *url.URL {
+	u := &url.URL{Scheme: scheme, Host: host, Path: prefix}
+	if p, err := url.PathUnescape(prefix); err == nil && p != prefix {
+		u.Path, u.RawPath = p, prefix
+	}
+	return u
 }
 
 // ExpectedHashAnnotation, on the KIngress given to IsReady, is the hash its
@@ -591,7 +603,12 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	u := *c.url
-	u.Path = path.Join(u.Path, nethttp.HealthCheckPath)
+	// Appended, not joined: a prefix is sent as written (no cleaning),
+	// and its escapes stay escaped (see URL).
+	u.Path = strings.TrimSuffix(u.Path, "/") + nethttp.HealthCheckPath
+	if u.RawPath != "" {
+		u.RawPath = strings.TrimSuffix(u.RawPath, "/") + nethttp.HealthCheckPath
+	}
 	transport := pd.plain
 	if u.Scheme == "https" {
 		// Pooled per virtual host: the SNI picks its filter chain.

@@ -479,3 +479,55 @@ type listerFunc func(context.Context, *v1alpha1.Ingress) ([]Target, error)
 func (f listerFunc) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingress) ([]Target, error) {
 	return f(ctx, ing)
 }
+
+// TestPrefixIsSentAsWritten: Envoy matches a route's prefix against the
+// path as the client sent it, so a prefix with an escape (a KIngress path
+// /%2Fb) is probed as /%2Fb/healthz; escaping it again (/%252Fb/...) would
+// miss the route and wait on a 404 forever. Other prefixes get /healthz
+// appended, never cleaned.
+func TestPrefixIsSentAsWritten(t *testing.T) {
+	for _, tc := range []struct{ prefix, want string }{
+		{"/%2Fb", "/%2Fb/healthz"},
+		{"/", "/healthz"},
+		{"/v1/", "/v1/healthz"},
+		{"/~user", "/~user/healthz"},
+	} {
+		t.Run(tc.prefix, func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.2:0")
+			if err != nil {
+				t.Skipf("cannot listen on 127.0.0.2: %v", err)
+			}
+			ing := kingress("escaped", "escaped.example.com")
+			h := hashOf(t, ing)
+			var got atomic.Value
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got.Store(r.RequestURI)
+				if r.RequestURI != tc.want {
+					w.WriteHeader(http.StatusNotFound)
+					return
+				}
+				w.Header().Set(HashHeader, h)
+			}))
+			srv.Listener.Close()
+			srv.Listener = l
+			srv.Start()
+			t.Cleanup(srv.Close)
+			_, port, _ := net.SplitHostPort(l.Addr().String())
+
+			c := newConfirmations()
+			lister := listerFunc(func(context.Context, *v1alpha1.Ingress) ([]Target, error) {
+				return []Target{{Class: "contour-external", PodIPs: sets.New("127.0.0.2"), PodPort: port,
+					URLs: []*url.URL{URL("http", "escaped.example.com", tc.prefix)}}}, nil
+			})
+			p := New(zap.NewNop().Sugar(), lister, c.ready, Options{Key: testKey, InitialDelay: time.Millisecond})
+			done := make(chan struct{})
+			t.Cleanup(func() { close(done) })
+			p.Start(done)
+			p.IsReady(context.Background(), ing)
+			c.await(t, "default/escaped")
+			if g := got.Load(); g != tc.want {
+				t.Errorf("request path %v, want %s", g, tc.want)
+			}
+		})
+	}
+}

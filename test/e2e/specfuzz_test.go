@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -92,7 +93,8 @@ func TestFuzzSpecsThroughContourAndEnvoy(t *testing.T) {
 		case "refused":
 			reasons[v.detail]++
 		default:
-			t.Errorf("KIngress %s was accepted and then %s: %s\nspec: %+v", v.name, v.outcome, v.detail, specs[v.name])
+			spec, _ := json.Marshal(specs[v.name])
+			t.Errorf("KIngress %s was accepted and then %s: %s\nspec: %s", v.name, v.outcome, v.detail, spec)
 		}
 	}
 	t.Logf("%d specs: %d refused by hitless before anything was written, %d accepted and Ready on every Envoy pod, %d neither",

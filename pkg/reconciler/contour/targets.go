@@ -249,10 +249,10 @@ func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingre
 		if tg.SecureOnly {
 			secureOnly[tg.Class] = true
 		} else {
-			plain[tg.Class] = append(plain[tg.Class], &url.URL{Scheme: "http", Host: tg.Host, Path: tg.Path})
+			plain[tg.Class] = append(plain[tg.Class], probe.URL("http", tg.Host, tg.Path))
 		}
 		if tg.TLS {
-			secure[tg.Class] = append(secure[tg.Class], &url.URL{Scheme: "https", Host: tg.Host, Path: tg.Path})
+			secure[tg.Class] = append(secure[tg.Class], probe.URL("https", tg.Host, tg.Path))
 		}
 	}
 	classes := sets.List(classSet)
