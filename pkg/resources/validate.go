@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"knative.dev/networking/pkg/http/header"
+
+	"github.com/hitless/hitless/pkg/probekey"
 )
 
 // ValidateSpec refuses a KIngress whose proxies Contour v1.33 or Envoy would
@@ -214,6 +216,15 @@ func validHeaderMatches(field string, headers map[string]netv1alpha1.HeaderMatch
 		if other, ok := seen[strings.ToLower(name)]; ok {
 			return bad(fmt.Sprintf("matches the same header as %q (header names are case-insensitive), which Contour refuses: keep one", other))
 		}
+		switch http.CanonicalHeaderKey(name) {
+		case http.CanonicalHeaderKey(header.HashKey):
+			// The path's probe route (ingress.InsertProbe) matches it too:
+			// Contour refuses two exact conditions on one header and
+			// would invalidate the proxy, taking the host down.
+			return bad("is matched by the ingress's probe routes (K-Network-Hash: override), so Contour would refuse the route: match another header")
+		case http.CanonicalHeaderKey(probekey.Header):
+			return bad("is the header of hitless's prober, reserved to its probe routes: match another header")
+		}
 		seen[strings.ToLower(name)] = name
 		v := headers[name].Exact
 		switch {
@@ -305,6 +316,8 @@ func setHeaderNameError(name string) string {
 		return "the Host header is set by rewriteHost: use it instead"
 	case canon == http.CanonicalHeaderKey(header.HashKey):
 		return "is set by the ingress's probe routes: remove it"
+	case canon == http.CanonicalHeaderKey(probekey.Header):
+		return "is the header of hitless's prober, which its probe routes remove: remove it"
 	}
 	return ""
 }

@@ -100,6 +100,28 @@ func TestValidateSpecRefuses(t *testing.T) {
 		reason: "InvalidHeader",
 		field:  p0 + `.appendHeaders["k-network-hash"]`,
 	}, {
+		// Found by TestFuzzSpecsThroughContourAndEnvoy: the path's Knative
+		// probe route matched K-Network-Hash twice, and Contour refused the
+		// whole proxy.
+		name: "a header match on K-Network-Hash, which the path's probe route matches too",
+		mod: func(ing *netv1alpha1.Ingress) {
+			path0(ing).Headers = map[string]netv1alpha1.HeaderMatch{"k-network-hash": {Exact: "100"}}
+		},
+		reason: "InvalidHeader",
+		field:  p0 + `.headers["k-network-hash"]`,
+	}, {
+		name: "a header match on the prober's token",
+		mod: func(ing *netv1alpha1.Ingress) {
+			path0(ing).Headers = map[string]netv1alpha1.HeaderMatch{"Hitless-Probe-Token": {Exact: "guess"}}
+		},
+		reason: "InvalidHeader",
+		field:  p0 + `.headers["Hitless-Probe-Token"]`,
+	}, {
+		name:   "the prober's token in appendHeaders",
+		mod:    func(ing *netv1alpha1.Ingress) { path0(ing).AppendHeaders = map[string]string{"Hitless-Probe-Token": "x"} },
+		reason: "InvalidHeader",
+		field:  p0 + `.appendHeaders["Hitless-Probe-Token"]`,
+	}, {
 		name: "an Envoy variable in an appendHeaders value, substituted instead of sent",
 		mod: func(ing *netv1alpha1.Ingress) {
 			path0(ing).AppendHeaders = map[string]string{"X-Copy": "%REQ(Authorization)%"}

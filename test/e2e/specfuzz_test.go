@@ -35,16 +35,27 @@ import (
 // and then refused downstream would be a host taken down, or a fleet whose
 // route configuration no longer changes.
 //
-// FUZZ_SPECS (default 200) and FUZZ_SEED (default: the time) choose the
-// run; the seed is logged so a failure can be replayed.
+// FUZZ_SPECS (default 200) and FUZZ_SEED (a number, or random; by default
+// a fixed one) choose the run; the seed is logged so a failure can be
+// replayed.
 func TestFuzzSpecsThroughContourAndEnvoy(t *testing.T) {
 	ctx, c, ns := setup(t, "fuzz")
 	if err := c.CreateBackend(ctx, ns, "fuzz"); err != nil {
 		t.Fatal(err)
 	}
 	n := envInt("FUZZ_SPECS", 200)
-	seed := uint64(time.Now().UnixNano())
-	if s, err := strconv.ParseUint(os.Getenv("FUZZ_SEED"), 10, 64); err == nil {
+	// make test draws the same specs every run, so that its verdict is
+	// the code's, not the draw's; FUZZ_SEED=random explores.
+	seed := uint64(20261207)
+	switch v := os.Getenv("FUZZ_SEED"); v {
+	case "":
+	case "random":
+		seed = uint64(time.Now().UnixNano())
+	default:
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("FUZZ_SEED=%q: want a number or random", v)
+		}
 		seed = s
 	}
 	t.Logf("FUZZ_SEED=%d FUZZ_SPECS=%d", seed, n)
@@ -182,7 +193,7 @@ func updateRejected(ip string) float64 {
 // might write instead.
 var (
 	goodHeaderNames = []string{"X-Fuzz", "Knative-Serving-Revision", "Knative-Serving-Namespace", "K-Original-Host", "x-lower", "X-A1"}
-	badHeaderNames  = []string{"", "X Space", "X:Colon", ":authority", "X_Under", "Host", "K-Network-Hash", "X-\u00e9", "X\tTab"}
+	badHeaderNames  = []string{"", "X Space", "X:Colon", ":authority", "X_Under", "Host", "K-Network-Hash", "hitless-probe-token", "X-\u00e9", "X\tTab"}
 	goodValues      = []string{"v", "hello world", "a,b;c=d", "100", "\u00e9t\u00e9", strings.Repeat("x", 300), "/path?q=1"}
 	badValues       = []string{"", "a\nb", "a\rb", "%REQ(:path)%", "100%", "%%", "%CONTOUR_NAMESPACE%", "%HOSTNAME%", "nul\x00"}
 	goodPaths       = []string{"", "/", "/a", "/a/b", "/~user", "/a_b-c.d", "/%2Fb", "/.well-known/acme-challenge/tok", "/v1/"}
