@@ -117,8 +117,10 @@ func TestValidateSpecRefuses(t *testing.T) {
 		reason: "InvalidHeader",
 		field:  p0 + `.headers["Hitless-Probe-Token"]`,
 	}, {
-		name:   "the prober's token in appendHeaders",
-		mod:    func(ing *netv1alpha1.Ingress) { path0(ing).AppendHeaders = map[string]string{"Hitless-Probe-Token": "x"} },
+		name: "the prober's token in appendHeaders",
+		mod: func(ing *netv1alpha1.Ingress) {
+			path0(ing).AppendHeaders = map[string]string{"Hitless-Probe-Token": "x"}
+		},
 		reason: "InvalidHeader",
 		field:  p0 + `.appendHeaders["Hitless-Probe-Token"]`,
 	}, {
