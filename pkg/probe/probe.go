@@ -182,8 +182,10 @@ func New(logger *zap.SugaredLogger, lister TargetLister, ready func(types.Namesp
 
 // round is the probing of one KIngress at one hash.
 type round struct {
-	key     types.NamespacedName
-	hash    string
+	key  types.NamespacedName
+	hash string
+	// token opens the probe routes of the round's namespace (probekey).
+	token   string
 	started time.Time
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -287,6 +289,10 @@ func (p *Prober) IsReady(ctx context.Context, ing *v1alpha1.Ingress) (Progress, 
 	if err != nil {
 		return Progress{}, fmt.Errorf("failed to compute the hash of %s: %w", key, err)
 	}
+	token, err := p.opts.Key.Token(ing.Namespace)
+	if err != nil {
+		return Progress{}, fmt.Errorf("cannot probe %s: %w", key, err)
+	}
 
 	p.mu.Lock()
 	r, ok := p.rounds[key]
@@ -310,7 +316,7 @@ func (p *Prober) IsReady(ctx context.Context, ing *v1alpha1.Ingress) (Progress, 
 	}
 	if !ok {
 		rctx, cancel := context.WithCancel(context.Background())
-		r = &round{key: key, hash: hash, started: p.now(), ctx: rctx, cancel: cancel,
+		r = &round{key: key, hash: hash, token: token, started: p.now(), ctx: rctx, cancel: cancel,
 			checks: map[checkKey]*check{}, pods: map[string]*podProgress{}}
 		p.rounds[key] = r
 	}
@@ -627,11 +633,7 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 	req.Header.Set(header.UserAgentKey, header.IngressReadinessUserAgent)
 	req.Header.Set(header.ProbeKey, header.ProbeValue)
 	req.Header.Set(header.HashKey, header.HashValueOverride)
-	token, err := p.opts.Key.Token(c.round.key.Namespace)
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set(probekey.Header, token)
+	req.Header.Set(probekey.Header, c.round.token)
 	resp, err := transport.RoundTrip(req)
 	if err != nil {
 		return "", err
