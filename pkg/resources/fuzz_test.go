@@ -78,7 +78,7 @@ func FuzzMakeServing(f *testing.F) {
 				}
 			}
 		}
-		warm, err := MakeWarm(bg(), ing, got.Backends, got.Backends)
+		warm, err := MakeWarm(bg(), ing, got.Backends, got.Backends, nil)
 		if err != nil {
 			t.Fatalf("MakeWarm() = %v", err)
 		}

@@ -129,7 +129,7 @@ func TestNetContourFindsServingProxies(t *testing.T) {
 		}
 	}
 
-	warm, err := MakeWarm(bg(), ing, got.Backends, got.Backends)
+	warm, err := MakeWarm(bg(), ing, got.Backends, got.Backends, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1064,7 +1064,7 @@ func TestWhatEachProxyCarries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := MakeWarm(bg(), ing, s.Backends, s.Backends)
+	w, err := MakeWarm(bg(), ing, s.Backends, s.Backends, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -463,7 +463,7 @@ func TestValidateSpecAcceptsWarm(t *testing.T) {
 	if err != nil {
 		t.Fatalf("MakeServing() = %v", err)
 	}
-	w, err := MakeWarm(bg(), ing, s.Backends, s.Backends)
+	w, err := MakeWarm(bg(), ing, s.Backends, s.Backends, nil)
 	if err != nil {
 		t.Fatalf("MakeWarm() = %v", err)
 	}

@@ -2,12 +2,15 @@ package resources
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
 	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"knative.dev/networking/pkg/http/header"
 
@@ -44,7 +47,13 @@ type Warm struct {
 // settings that decide Contour's cluster (service, port, protocol, Host
 // rewrite) are the ones the serving routes use, so the warmed cluster is the
 // served one.
-func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probed ClassBackends) (*Warm, error) {
+//
+// A warm proxy is plain HTTP, except on the classes of httpsOnly, whose
+// Envoy Service has an HTTPS port and no HTTP one (an HTTPS-only load
+// balancer): the prober can reach their pods over HTTPS only, so their warm
+// proxy terminates TLS too, with a certificate the KIngress already uses on
+// that class (see warmSecret).
+func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probed ClassBackends, httpsOnly sets.Set[string]) (*Warm, error) {
 	cfg := config.FromContextOrDefaults(ctx).Contour
 	token, err := probekey.FromContext(ctx).Token(ing.Namespace)
 	if err != nil {
@@ -97,6 +106,15 @@ func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probed ClassB
 			}
 		}
 		synthetic.Spec.Rules = append(synthetic.Spec.Rules, rule)
+		if httpsOnly.Has(class) {
+			secret, err := warmSecret(cfg, ing, class)
+			if err != nil {
+				return nil, err
+			}
+			synthetic.Spec.TLS = append(synthetic.Spec.TLS, netv1alpha1.IngressTLS{
+				Hosts: []string{host}, SecretNamespace: secret.Namespace, SecretName: secret.Name,
+			})
+		}
 	}
 	sort.Strings(probes)
 	hash, err := Hash(synthetic)
@@ -116,6 +134,11 @@ func MakeWarm(ctx context.Context, ing *netv1alpha1.Ingress, keep, probed ClassB
 				IngressClassName: class,
 				VirtualHost:      &contourv1.VirtualHost{Fqdn: names.WarmHost(ing.Namespace, ing.Name, class)},
 			},
+		}
+		for _, t := range synthetic.Spec.TLS {
+			if t.Hosts[0] == p.Spec.VirtualHost.Fqdn {
+				p.Spec.VirtualHost.TLS = &contourv1.TLS{SecretName: secretRef(ing.Namespace, t.SecretNamespace, t.SecretName)}
+			}
 		}
 		for _, b := range SortedBackends(keep[class]) {
 			svc := contourService(b, 100)
@@ -158,17 +181,58 @@ func WarmProbeTargets(ctx context.Context, synthetic *netv1alpha1.Ingress) ([]Pr
 			want[s] = true
 		}
 	}
+	// A warm proxy terminates TLS only on a class without an HTTP port
+	// (MakeWarm lists its host in spec.tls), and is then probed over HTTPS
+	// only; the default certificate never applies to warm hosts.
+	secure := sets.New[string]()
+	for _, t := range synthetic.Spec.TLS {
+		secure.Insert(t.Hosts...)
+	}
 	out := all[:0]
 	for _, t := range all {
 		if want[t.Host+t.Path] {
-			// Warm proxies are plain HTTP only (MakeWarm gives them no TLS,
-			// nor authorization).
-			t.TLS = false
-			t.SecureOnly = false
+			t.TLS = secure.Has(t.Host)
+			t.SecureOnly = t.TLS
 			out = append(out, t)
 		}
 	}
 	return out, nil
+}
+
+// warmSecret is the certificate of a warm proxy on an HTTPS-only class:
+// the first (in host order) that a serving host of the KIngress uses on
+// that class, else config-contour's default-tls-secret. Envoy serves it
+// under the warm host, whose name it does not carry; the prober does not
+// verify certificates (it confirms by the token and the hash), and using a
+// certificate the KIngress's proxies already may use needs no new secret
+// nor delegation.
+func warmSecret(cfg *config.Contour, ing *netv1alpha1.Ingress, class string) (types.NamespacedName, error) {
+	keys, _, err := vhostsOf(cfg, ing)
+	if err != nil {
+		return types.NamespacedName{}, err
+	}
+	for _, k := range keys {
+		if k.class != class {
+			continue
+		}
+		for _, t := range ing.Spec.TLS {
+			if t.SecretName != "" && sets.New(t.Hosts...).Has(k.host) {
+				ns := t.SecretNamespace
+				if ns == "" {
+					ns = ing.Namespace
+				}
+				return types.NamespacedName{Namespace: ns, Name: t.SecretName}, nil
+			}
+		}
+	}
+	if cfg.DefaultTLSSecret != nil {
+		return *cfg.DefaultTLSSecret, nil
+	}
+	fleet, _ := cfg.FleetByClass(class)
+	return types.NamespacedName{}, &SpecError{Reason: "NoCertificateForHTTPSOnlyFleet", Message: fmt.Sprintf(
+		"the Envoy Service %s of class %s has an HTTPS port and no HTTP port, so new backends are warmed over HTTPS, "+
+			"and no host of this KIngress on that class has a certificate (spec.tls), nor does config-contour set default-tls-secret: "+
+			"give a host a certificate, set default-tls-secret, or add port 80 to the Envoy Service", fleet.Service, class)}
 }
 
 // IsWarmKey tells whether a prober key names a warm set, and of which KIngress.

@@ -7,7 +7,9 @@ import (
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/ptr"
 	netv1alpha1 "knative.dev/networking/pkg/apis/networking/v1alpha1"
 	netcfg "knative.dev/networking/pkg/config"
@@ -27,7 +29,7 @@ func TestMakeWarm(t *testing.T) {
 	keep := ClassBackends{"contour-external": setOf(blue, green), "contour-internal": setOf(local)}
 	probe := ClassBackends{"contour-external": setOf(green)}
 
-	got, err := MakeWarm(bg(), ing, keep, probe)
+	got, err := MakeWarm(bg(), ing, keep, probe, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,7 @@ func TestMakeWarmSendsTheHostTheServingRouteRewritesTo(t *testing.T) {
 	plain := Backend{Namespace: ns, Name: "plain", Port: 80}
 	keep := ClassBackends{"contour-external": setOf(mapped, held, plain)}
 
-	got, err := MakeWarm(bg(), kingress(), keep, ClassBackends{"contour-external": setOf(mapped)})
+	got, err := MakeWarm(bg(), kingress(), keep, ClassBackends{"contour-external": setOf(mapped)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +136,7 @@ func TestMakeWarmSendsTheHostTheServingRouteRewritesTo(t *testing.T) {
 	// The rewrite is part of what the warm hash covers.
 	unmapped := mapped
 	unmapped.HostRewrite = ""
-	other, err := MakeWarm(bg(), kingress(), ClassBackends{"contour-external": setOf(unmapped, held, plain)}, ClassBackends{"contour-external": setOf(unmapped)})
+	other, err := MakeWarm(bg(), kingress(), ClassBackends{"contour-external": setOf(unmapped, held, plain)}, ClassBackends{"contour-external": setOf(unmapped)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,9 +148,9 @@ func TestMakeWarmSendsTheHostTheServingRouteRewritesTo(t *testing.T) {
 func TestWarmHashChangesWithTheBackendSet(t *testing.T) {
 	ing := kingress()
 	blue := Backend{Namespace: ns, Name: "blue", Port: 80}
-	a, _ := MakeWarm(bg(), ing, ClassBackends{"contour-external": setOf(blue)}, nil)
-	b, _ := MakeWarm(bg(), ing, ClassBackends{"contour-external": setOf(blue, Backend{Namespace: ns, Name: "blue", Port: 80, Protocol: "h2c"})}, nil)
-	c, _ := MakeWarm(bg(), ing, ClassBackends{"contour-external": setOf(blue)}, nil)
+	a, _ := MakeWarm(bg(), ing, ClassBackends{"contour-external": setOf(blue)}, nil, nil)
+	b, _ := MakeWarm(bg(), ing, ClassBackends{"contour-external": setOf(blue, Backend{Namespace: ns, Name: "blue", Port: 80, Protocol: "h2c"})}, nil, nil)
+	c, _ := MakeWarm(bg(), ing, ClassBackends{"contour-external": setOf(blue)}, nil, nil)
 	if a.Hash == b.Hash {
 		t.Error("adding a backend (same port, other protocol) kept the warm hash")
 	}
@@ -183,7 +185,7 @@ func TestWarmRoutesBuildTheServedClusters(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := MakeWarm(ctx, ing, s.Backends, s.Backends)
+		w, err := MakeWarm(ctx, ing, s.Backends, s.Backends, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,5 +208,66 @@ func TestWarmRoutesBuildTheServedClusters(t *testing.T) {
 		if tls == "enabled" && served["blue"].UpstreamValidation == nil {
 			t.Errorf("system-internal-tls enabled: the serving route does not validate its backend: %+v", served["blue"])
 		}
+	}
+}
+
+// TestWarmOnHTTPSOnlyClass: on a class whose Envoy Service has no HTTP port,
+// the warm proxy terminates TLS with a certificate the KIngress uses on that
+// class, else config-contour's default one, and its probe targets are HTTPS
+// only; on any other class it stays plain, default certificate or not.
+func TestWarmOnHTTPSOnlyClass(t *testing.T) {
+	blue := Backend{Namespace: ns, Name: "blue", Port: 80}
+	keep := ClassBackends{"contour-external": setOf(blue)}
+	httpsOnly := sets.New("contour-external")
+	withDefault := config.DefaultContour()
+	withDefault.DefaultTLSSecret = &types.NamespacedName{Namespace: "certs", Name: "wildcard"}
+	own := kingress(func(ing *netv1alpha1.Ingress) {
+		ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretNamespace: ns, SecretName: "hello-cert"}}
+	})
+
+	for _, tc := range []struct {
+		name      string
+		cfg       *config.Contour
+		ing       *netv1alpha1.Ingress
+		httpsOnly sets.Set[string]
+		want      string // the warm proxy's secret, "" for no TLS
+	}{
+		{name: "own certificate", cfg: config.DefaultContour(), ing: own, httpsOnly: httpsOnly, want: "hello-cert"},
+		{name: "own certificate before the default", cfg: withDefault, ing: own, httpsOnly: httpsOnly, want: "hello-cert"},
+		{name: "default certificate", cfg: withDefault, ing: kingress(), httpsOnly: httpsOnly, want: "certs/wildcard"},
+		{name: "a class with an HTTP port stays plain", cfg: withDefault, ing: own, httpsOnly: nil, want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := config.ToContext(bg(), &config.Config{Contour: tc.cfg})
+			w, err := MakeWarm(ctx, tc.ing, keep, keep, tc.httpsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if tls := w.Proxies[0].Spec.VirtualHost.TLS; tls != nil {
+				got = tls.SecretName
+			}
+			if got != tc.want {
+				t.Errorf("warm proxy secret = %q, want %q", got, tc.want)
+			}
+			targets, err := WarmProbeTargets(ctx, w.Probe)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(targets) != 1 || targets[0].TLS != (tc.want != "") || targets[0].SecureOnly != (tc.want != "") {
+				t.Errorf("WarmProbeTargets = %+v, want one target, HTTPS only = %v", targets, tc.want != "")
+			}
+			plain, err := MakeWarm(ctx, tc.ing, keep, keep, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (plain.Hash != w.Hash) != (tc.want != "") {
+				t.Errorf("warm hash changed = %v, want %v: TLS on the warm proxy is part of what its hash covers", plain.Hash != w.Hash, tc.want != "")
+			}
+		})
+	}
+
+	if _, err := MakeWarm(bg(), kingress(), keep, keep, httpsOnly); err == nil {
+		t.Error("MakeWarm on an HTTPS-only class with no certificate at all = nil error, want one saying what to change")
 	}
 }

@@ -151,7 +151,7 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 	obs.Exists = r.backendExists(ing)
 	plan := rollout.Decide(desired, obs)
 	if plan.NeedsWarm() {
-		warm, err := resources.MakeWarm(ctx, ing, plan.Keep, plan.New)
+		warm, err := resources.MakeWarm(ctx, ing, plan.Keep, plan.New, r.targets.httpsOnly(cfg.Contour, plan.Keep.Classes()))
 		if err != nil {
 			return r.badInputOr(ing, err)
 		}
@@ -542,6 +542,9 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 		if errors.Is(err, errNoEnvoyPods) {
 			markWaiting(ing, ReasonNoEnvoyPods, err.Error()+": the KIngress cannot be confirmed until an Envoy pod is ready")
 			return false, nil
+		} else if errors.Is(err, errNoProbePort) {
+			markWaiting(ing, ReasonNoProbePort, err.Error())
+			return false, nil
 		} else if err != nil {
 			return false, err
 		}
@@ -563,6 +566,10 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 	if err != nil {
 		if errors.Is(err, errNoEnvoyPods) {
 			markWaiting(ing, ReasonNoEnvoyPods, err.Error())
+			return false, nil
+		}
+		if errors.Is(err, errNoProbePort) {
+			markWaiting(ing, ReasonNoProbePort, err.Error())
 			return false, nil
 		}
 		return false, fmt.Errorf("failed to probe %s/%s: %w", probeIng.Namespace, probeIng.Name, err)

@@ -31,6 +31,14 @@ func TestReconcile(t *testing.T) {
 	blueServing := serving(t, blue)
 	greenServing := serving(t, green)
 	warmGreen := warm(t, green, backends("blue", "green"), backends("green"))
+	// Behind an HTTPS-only Envoy Service: a KIngress with a certificate.
+	httpsOnlyPods := envoyHTTPSOnly("contour-external", "10.244.0.20", "10.244.0.21")
+	withCert := func(i *v1alpha1.Ingress) {
+		i.Spec.TLS = []v1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert"}}
+	}
+	blueCert, greenCert := ing("blue", withCert), ing("green", withCert)
+	blueCertServing := serving(t, blueCert)
+	warmGreenCert := warmHTTPSOnly(t, greenCert, backends("blue", "green"), backends("green"))
 	annotatedGreen := serving(t, ing("green", withAnnotation("example.com/team", "payments")))
 	noRetries := config.DefaultContour()
 	noRetries.RetryPolicy = nil
@@ -286,6 +294,33 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
 			waiting(ReasonWarming, "0/2 Envoy pods of contour-external serve default/green:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/green:80")},
+	}, {
+		// An HTTPS-only Envoy Service: the prober reaches its pods over
+		// HTTPS only, so the warm proxy terminates TLS, with the KIngress's
+		// own certificate.
+		Name: "HTTPS-only Envoy Service: the warm proxy terminates TLS",
+		Key:  "default/hello",
+		Objects: objs(httpsOnlyPods, proxies(blueCertServing.Proxies), []runtime.Object{
+			ing("green", withCert, withStatus(ready), func(i *v1alpha1.Ingress) { i.Status.ObservedGeneration = 1 }),
+			service("blue"), service("green"),
+		}),
+		WantCreates: proxies(warmGreenCert.Proxies),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withCert, withStatus(ready,
+			waiting(ReasonWarming, "0/2 Envoy pods of contour-external serve default/green:80"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/green:80")},
+	}, {
+		// Without a certificate there is nothing to warm over HTTPS with:
+		// refused before anything is written, the old backend serving on.
+		Name: "HTTPS-only Envoy Service, no certificate: the rollout is refused",
+		Key:  "default/hello",
+		Objects: objs(httpsOnlyPods, proxies(blueServing.Proxies), []runtime.Object{
+			ing("green", withStatus(ready), func(i *v1alpha1.Ingress) { i.Status.ObservedGeneration = 1 }),
+			service("blue"), service("green"),
+		}),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
+			badInput("NoCertificateForHTTPSOnlyFleet", "the Envoy Service contour-external/envoy of class contour-external has an HTTPS port and no HTTP port, "+
+				"so new backends are warmed over HTTPS, and no host of this KIngress on that class has a certificate (spec.tls), "+
+				"nor does config-contour set default-tls-secret: give a host a certificate, set default-tls-secret, or add port 80 to the Envoy Service"))))},
 	}, {
 		Name: "warming names the pods that confirmed and the laggard, and a long wait refreshes the message",
 		Key:  "default/hello",
@@ -559,6 +594,18 @@ func TestReconcile(t *testing.T) {
 		WantCreates: proxies(blueServing.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(waiting(ReasonNoEnvoyPods,
 			"Envoy Service contour-external/envoy of class contour-external does not exist: no ready Envoy pod: the KIngress cannot be confirmed until an Envoy pod is ready"))))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
+	}, {
+		// An HTTPS-only Envoy Service (net-contour#712) probes over HTTPS;
+		// a host without a certificate has no port to be probed on.
+		Name:        "HTTPS-only Envoy Service, host without TLS: NoProbePort",
+		Key:         "default/hello",
+		Objects:     objs(envoyHTTPSOnly("contour-external", "10.244.0.20"), []runtime.Object{ing("blue"), service("blue")}),
+		WantCreates: proxies(blueServing.Proxies),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(waiting(ReasonNoProbePort,
+			"the Envoy Service contour-external/envoy has no HTTP port (80, or one named http), and host hello.example.com of the KIngress "+
+				"has no certificate, so it is served over plain HTTP only and cannot be probed: give it a certificate "+
+				"(spec.tls, or config-contour's default-tls-secret for an external host), or add an HTTP port to the Service: no port to probe"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		Name: "Contour's verdict is read back: an invalid proxy fails the KIngress with Contour's reason",

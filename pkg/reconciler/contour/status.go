@@ -10,9 +10,12 @@ import (
 // Reasons of the KIngress conditions hitless sets: one per phase or failure,
 // so that `kubectl get kingress` tells what is awaited or what to fix.
 const (
-	ReasonWarming      = "Warming"
-	ReasonSwitching    = "Switching"
-	ReasonNoEnvoyPods  = "NoEnvoyPods"
+	ReasonWarming     = "Warming"
+	ReasonSwitching   = "Switching"
+	ReasonNoEnvoyPods = "NoEnvoyPods"
+	// ReasonNoProbePort: the fleet's Envoy Service has no port a host of
+	// the KIngress can be probed on (no HTTP port for a host without TLS).
+	ReasonNoProbePort  = "NoProbePort"
 	ReasonHostConflict = "HostConflict"
 	ReasonProxyInvalid = "HTTPProxyInvalid"
 	// ReasonInvalidConfig is the Warning event on a rejected config-contour

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/sets"
 	fakekubeclientset "k8s.io/client-go/kubernetes/fake"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
@@ -66,9 +67,18 @@ type fakeProber struct {
 	// progress is what a round not ready reports, by hash.
 	progress  map[string]probe.Progress
 	cancelled []types.NamespacedName
+	// lister is the reconciler's target lister: as the real prober does,
+	// IsReady lists a round's targets first and returns the lister's error
+	// as it is.
+	lister probe.TargetLister
 }
 
-func (p *fakeProber) IsReady(_ context.Context, ing *v1alpha1.Ingress) (probe.Progress, error) {
+func (p *fakeProber) IsReady(ctx context.Context, ing *v1alpha1.Ingress) (probe.Progress, error) {
+	if p.lister != nil {
+		if _, err := p.lister.ListProbeTargets(ctx, ing); err != nil {
+			return probe.Progress{}, err
+		}
+	}
 	h := ing.Annotations[probe.ExpectedHashAnnotation]
 	if h == "" {
 		var err error
@@ -185,17 +195,32 @@ func envoy(class string, ips ...string) []runtime.Object {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "envoy"},
 		Spec: corev1.ServiceSpec{ClusterIP: envoyClusterIPs[class],
-			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(8080)}}},
+			Ports: []corev1.ServicePort{
+				{Name: "http", Port: 80, TargetPort: intstr.FromInt(8080)},
+				{Name: "https", Port: 443, TargetPort: intstr.FromInt(8443)},
+			}},
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "envoy-abc", Labels: map[string]string{discoveryv1.LabelServiceName: "envoy"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
+		Ports: []discoveryv1.EndpointPort{
+			{Name: ptr.To("http"), Port: ptr.To[int32](8080)},
+			{Name: ptr.To("https"), Port: ptr.To[int32](8443)},
+		},
 	}
 	for _, ip := range ips {
 		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{Addresses: []string{ip}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
 	}
 	return []runtime.Object{svc, slice}
+}
+
+// envoyHTTPSOnly is envoy() whose Service has port 443 alone, as behind a
+// load balancer that takes HTTPS only.
+func envoyHTTPSOnly(class string, ips ...string) []runtime.Object {
+	objs := envoy(class, ips...)
+	objs[0].(*corev1.Service).Spec.Ports = []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt(8443)}}
+	objs[1].(*discoveryv1.EndpointSlice).Ports = []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To[int32](8443)}}
+	return objs
 }
 
 // serving builds the serving proxies of a KIngress with the real builder.
@@ -218,7 +243,18 @@ func servingWith(t *testing.T, cfg *config.Config, i *v1alpha1.Ingress) *resourc
 
 func warm(t *testing.T, i *v1alpha1.Ingress, keep, probe resources.ClassBackends) *resources.Warm {
 	t.Helper()
-	w, err := resources.MakeWarm(probekey.WithKey(context.Background(), testKey), i, keep, probe)
+	w, err := resources.MakeWarm(probekey.WithKey(context.Background(), testKey), i, keep, probe, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// warmHTTPSOnly is warm() on a contour-external fleet whose Envoy Service
+// has no HTTP port.
+func warmHTTPSOnly(t *testing.T, i *v1alpha1.Ingress, keep, probe resources.ClassBackends) *resources.Warm {
+	t.Helper()
+	w, err := resources.MakeWarm(probekey.WithKey(context.Background(), testKey), i, keep, probe, sets.New("contour-external"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,6 +397,7 @@ func makeFactory() rtesting.Factory {
 			metrics:  newMetrics(),
 			probeKey: testKey,
 		}
+		prober.lister = r.targets
 		ctx = config.ToContext(ctx, cfg)
 		row.Ctx = ctx
 		c := ingressreconciler.NewReconciler(ctx, logging.FromContext(ctx), netClient, ingLister, recorder, r, testClass,

@@ -76,19 +76,58 @@ var _ probe.TargetLister = (*envoyTargets)(nil)
 // errNoEnvoyPods means a fleet has no ready Envoy pod: nobody can confirm.
 var errNoEnvoyPods = errors.New("no ready Envoy pod")
 
-// pods returns the ready Envoy pods of a fleet.
-func (t *envoyTargets) pods(fleet config.Fleet) (fleetPods, error) {
+// errNoProbePort means a fleet's Envoy Service has no port a host can be
+// probed on: the operator's Service, or the host's TLS, has to change.
+var errNoProbePort = errors.New("no port to probe")
+
+// servicePorts are the names of a fleet Service's HTTP and HTTPS ports,
+// empty when it has none.
+type servicePorts struct{ http, https string }
+
+// ports finds the HTTP and HTTPS ports of a fleet's Envoy Service. One of
+// the two is enough: an HTTPS-only Service (a load balancer that takes
+// HTTPS only) is probed over HTTPS.
+func (t *envoyTargets) ports(fleet config.Fleet) (*corev1.Service, servicePorts, error) {
 	svc, err := t.services.Services(fleet.Service.Namespace).Get(fleet.Service.Name)
 	if apierrs.IsNotFound(err) {
-		return fleetPods{}, fmt.Errorf("Envoy Service %s of class %s does not exist: %w", fleet.Service, fleet.Class, errNoEnvoyPods)
+		return nil, servicePorts{}, fmt.Errorf("Envoy Service %s of class %s does not exist: %w", fleet.Service, fleet.Class, errNoEnvoyPods)
 	} else if err != nil {
-		return fleetPods{}, fmt.Errorf("failed to get Envoy Service %s: %w", fleet.Service, err)
+		return nil, servicePorts{}, fmt.Errorf("failed to get Envoy Service %s: %w", fleet.Service, err)
 	}
-	portName, ok := httpPortName(svc)
-	if !ok {
-		return fleetPods{}, fmt.Errorf("Envoy Service %s has no port 80 or port named http: %w", fleet.Service, errNoEnvoyPods)
+	var out servicePorts
+	out.http, _ = httpPortName(svc)
+	out.https, _ = httpsPortName(svc)
+	if out.http == "" && out.https == "" {
+		return nil, servicePorts{}, fmt.Errorf("Envoy Service %s of class %s has neither an HTTP port (80, or one named http) "+
+			"nor an HTTPS port (443, or one named https), and its Envoy pods are probed through one of them: add one: %w",
+			fleet.Service, fleet.Class, errNoProbePort)
 	}
-	tlsPortName, hasTLS := httpsPortName(svc)
+	return svc, out, nil
+}
+
+// httpsOnly returns the classes whose Envoy Service has an HTTPS port and
+// no HTTP port. A class whose Service cannot be read is left out: the probe
+// round reports it.
+func (t *envoyTargets) httpsOnly(cfg *config.Contour, classes []string) sets.Set[string] {
+	out := sets.New[string]()
+	for _, class := range classes {
+		fleet, ok := cfg.FleetByClass(class)
+		if !ok {
+			continue
+		}
+		if _, p, err := t.ports(fleet); err == nil && p.http == "" {
+			out.Insert(class)
+		}
+	}
+	return out
+}
+
+// pods returns the ready Envoy pods of a fleet.
+func (t *envoyTargets) pods(fleet config.Fleet) (fleetPods, error) {
+	svc, names, err := t.ports(fleet)
+	if err != nil {
+		return fleetPods{}, err
+	}
 	slices, err := t.endpointSlices.EndpointSlices(svc.Namespace).List(labels.SelectorFromSet(labels.Set{
 		discoveryv1.LabelServiceName: svc.Name,
 	}))
@@ -101,22 +140,27 @@ func (t *envoyTargets) pods(fleet config.Fleet) (fleetPods, error) {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
 			continue
 		}
-		port := ""
+		port, tlsPort := "", ""
 		for _, p := range s.Ports {
 			if p.Name == nil || p.Port == nil {
 				continue
 			}
-			if *p.Name == portName {
+			if names.http != "" && *p.Name == names.http {
 				port = fmt.Sprint(*p.Port)
 			}
-			if hasTLS && *p.Name == tlsPortName {
-				out.TLSPort = fmt.Sprint(*p.Port)
+			if names.https != "" && *p.Name == names.https {
+				tlsPort = fmt.Sprint(*p.Port)
 			}
 		}
-		if port == "" {
+		if port == "" && tlsPort == "" {
 			continue
 		}
-		out.Port = port
+		if port != "" {
+			out.Port = port
+		}
+		if tlsPort != "" {
+			out.TLSPort = tlsPort
+		}
 		for _, e := range s.Endpoints {
 			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
 				notReady.Insert(e.Addresses...)
@@ -129,8 +173,12 @@ func (t *envoyTargets) pods(fleet config.Fleet) (fleetPods, error) {
 		// Nobody to ask is not a confirmation: a fleet needs a ready pod.
 		return fleetPods{}, fmt.Errorf("Envoy Service %s of class %s has no ready endpoints: %w", fleet.Service, fleet.Class, errNoEnvoyPods)
 	}
+	listener := out.Port
+	if listener == "" {
+		listener = out.TLSPort
+	}
 	for _, ip := range sets.List(notReady.Difference(out.IPs)) {
-		if t.accepts != nil && t.accepts(net.JoinHostPort(ip, out.Port)) {
+		if t.accepts != nil && t.accepts(net.JoinHostPort(ip, listener)) {
 			out.IPs.Insert(ip)
 			out.NotReady.Insert(ip)
 		}
@@ -227,8 +275,11 @@ func portName(svc *corev1.Service, number int32, name string) (string, bool) {
 // and for the in-memory warm KIngress of a rollout. Every host is probed
 // over plain HTTP (its probe routes permit it whatever httpOption says);
 // a host that terminates TLS is probed over HTTPS as well, with its SNI,
-// since Envoy routes it through a route table of its own. A host behind
-// an authorization server is served over HTTPS only, and probed so.
+// since Envoy routes it through a route table of their own. A host behind
+// an authorization server is served over HTTPS only, and probed so. On a
+// fleet whose Envoy Service has no HTTP port, a TLS host is probed over
+// HTTPS only, and a host without TLS cannot be probed: that is an error
+// that names it.
 func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingress) ([]probe.Target, error) {
 	var targets []resources.ProbeTarget
 	var err error
@@ -241,41 +292,53 @@ func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingre
 		return nil, err
 	}
 	cfg := config.FromContextOrDefaults(ctx).Contour
-	plain, secure := map[string][]*url.URL{}, map[string][]*url.URL{}
-	classSet := sets.New[string]()
-	secureOnly := map[string]bool{}
+	fleets := map[string]config.Fleet{}
+	pods := map[string]fleetPods{}
 	for _, tg := range targets {
-		classSet.Insert(tg.Class)
-		if tg.SecureOnly {
-			secureOnly[tg.Class] = true
-		} else {
-			plain[tg.Class] = append(plain[tg.Class], probe.URL("http", tg.Host, tg.Path))
+		if _, ok := pods[tg.Class]; ok {
+			continue
 		}
-		if tg.TLS {
-			secure[tg.Class] = append(secure[tg.Class], probe.URL("https", tg.Host, tg.Path))
-		}
-	}
-	classes := sets.List(classSet)
-	out := make([]probe.Target, 0, len(classes))
-	for _, class := range classes {
-		fleet, ok := cfg.FleetByClass(class)
+		fleet, ok := cfg.FleetByClass(tg.Class)
 		if !ok {
-			return nil, fmt.Errorf("class %s has no fleet in config-contour", class)
+			return nil, fmt.Errorf("class %s has no fleet in config-contour", tg.Class)
 		}
-		pods, err := t.pods(fleet)
+		p, err := t.pods(fleet)
 		if err != nil {
 			return nil, err
 		}
-		if len(plain[class]) > 0 {
-			out = append(out, probe.Target{Class: class, PodIPs: pods.IPs, PodPort: pods.Port, URLs: plain[class]})
-		}
-		if secureOnly[class] && pods.TLSPort == "" {
+		fleets[tg.Class], pods[tg.Class] = fleet, p
+	}
+	plain, secure := map[string][]*url.URL{}, map[string][]*url.URL{}
+	for _, tg := range targets {
+		fleet, p := fleets[tg.Class], pods[tg.Class]
+		switch {
+		case tg.SecureOnly && p.TLSPort == "":
 			// With nothing to send its probes to, a host served over
 			// HTTPS only would pass for confirmed unasked.
-			return nil, fmt.Errorf("the Envoy Service %s has no HTTPS port (443, or one named https), and a host of the KIngress is served over HTTPS only (it is behind an authorization server)", fleet.Service)
+			return nil, fmt.Errorf("the Envoy Service %s has no HTTPS port (443, or one named https), and host %s of the KIngress "+
+				"is served over HTTPS only (it is behind an authorization server): add an HTTPS port to the Service: %w", fleet.Service, tg.Host, errNoProbePort)
+		case !tg.TLS && p.Port == "":
+			return nil, fmt.Errorf("the Envoy Service %s has no HTTP port (80, or one named http), and host %s of the KIngress "+
+				"has no certificate, so it is served over plain HTTP only and cannot be probed: give it a certificate "+
+				"(spec.tls, or config-contour's default-tls-secret for an external host), or add an HTTP port to the Service: %w",
+				fleet.Service, tg.Host, errNoProbePort)
 		}
-		if len(secure[class]) > 0 && pods.TLSPort != "" {
-			out = append(out, probe.Target{Class: class, PodIPs: pods.IPs, PodPort: pods.TLSPort, URLs: secure[class]})
+		if !tg.SecureOnly && p.Port != "" {
+			plain[tg.Class] = append(plain[tg.Class], probe.URL("http", tg.Host, tg.Path))
+		}
+		if tg.TLS && p.TLSPort != "" {
+			secure[tg.Class] = append(secure[tg.Class], probe.URL("https", tg.Host, tg.Path))
+		}
+	}
+	classes := sets.List(sets.KeySet(pods))
+	out := make([]probe.Target, 0, 2*len(classes))
+	for _, class := range classes {
+		p := pods[class]
+		if len(plain[class]) > 0 {
+			out = append(out, probe.Target{Class: class, PodIPs: p.IPs, PodPort: p.Port, URLs: plain[class]})
+		}
+		if len(secure[class]) > 0 {
+			out = append(out, probe.Target{Class: class, PodIPs: p.IPs, PodPort: p.TLSPort, URLs: secure[class]})
 		}
 	}
 	return out, nil

@@ -22,6 +22,7 @@ import (
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 
 	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/probekey"
 	"github.com/hitless/hitless/pkg/resources"
 )
 
@@ -33,19 +34,22 @@ func fleetWith(t *testing.T, port int, pods map[string]bool) (*envoyTargets, con
 }
 
 // fleetWithTLS is fleetWith whose Envoy Service also has an HTTPS port
-// (443, to the pods' tlsPort) unless tlsPort is 0.
+// (443, to the pods' tlsPort) unless tlsPort is 0, and no HTTP port when
+// port is 0.
 func fleetWithTLS(t *testing.T, port, tlsPort int, pods map[string]bool) (*envoyTargets, config.Fleet) {
 	t.Helper()
 	svcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	slices := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "contour-external", Name: "envoy"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Namespace: "contour-external", Name: "envoy-1", Labels: map[string]string{discoveryv1.LabelServiceName: "envoy"}},
 		AddressType: discoveryv1.AddressTypeIPv4,
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(port))}},
+	}
+	if port != 0 {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "http", Port: 80})
+		slice.Ports = append(slice.Ports, discoveryv1.EndpointPort{Name: ptr.To("http"), Port: ptr.To(int32(port))})
 	}
 	if tlsPort != 0 {
 		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "https", Port: 443})
@@ -205,5 +209,73 @@ func TestAuthorizedHostsAreProbedOverHTTPSOnly(t *testing.T) {
 	targets, _ = fleetWith(t, 8080, map[string]bool{"127.0.0.3": true})
 	if got, err := targets.ListProbeTargets(ctx, ing); err == nil || !strings.Contains(err.Error(), "no HTTPS port") {
 		t.Errorf("ListProbeTargets without an HTTPS port = %+v, %v; want an error naming the missing HTTPS port", got, err)
+	}
+}
+
+// TestHTTPSOnlyEnvoyService: an Envoy Service with port 443 alone (an
+// HTTPS-only load balancer, net-contour#712) is probed over HTTPS: a TLS
+// host there, and a warm proxy, which then terminates TLS; a host without
+// a certificate cannot be probed and the error names it and the Service.
+func TestHTTPSOnlyEnvoyService(t *testing.T) {
+	rule := func(host string) v1alpha1.IngressRule {
+		return v1alpha1.IngressRule{
+			Hosts:      []string{host},
+			Visibility: v1alpha1.IngressVisibilityExternalIP,
+			HTTP: &v1alpha1.HTTPIngressRuleValue{Paths: []v1alpha1.HTTPIngressPath{{
+				Splits: []v1alpha1.IngressBackendSplit{{IngressBackend: v1alpha1.IngressBackend{
+					ServiceNamespace: "ns", ServiceName: "blue", ServicePort: intstr.FromInt(80)}, Percent: 100}},
+			}}},
+		}
+	}
+	secured := &v1alpha1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "hello"},
+		Spec: v1alpha1.IngressSpec{
+			Rules: []v1alpha1.IngressRule{rule("hello.example.com")},
+			TLS:   []v1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert"}},
+		},
+	}
+	ctx := probekey.WithKey(context.Background(), testKey)
+	targets, fleet := fleetWithTLS(t, 0, 8443, map[string]bool{"127.0.0.3": true})
+	cfg := config.DefaultContour()
+
+	if got := targets.httpsOnly(cfg, []string{fleet.Class}); !got.Has(fleet.Class) {
+		t.Errorf("httpsOnly = %v, want %s in it", sets.List(got), fleet.Class)
+	}
+	got, err := targets.ListProbeTargets(ctx, secured)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].PodPort != "8443" || len(got[0].URLs) != 1 || got[0].URLs[0].String() != "https://hello.example.com/" {
+		t.Errorf("ListProbeTargets = %+v, want one HTTPS target on pod port 8443", got)
+	}
+
+	blue := resources.Backend{Namespace: "ns", Name: "blue", Port: 80, Protocol: "http"}
+	warm, err := resources.MakeWarm(ctx, secured, resources.ClassBackends{fleet.Class: sets.New(blue)},
+		resources.ClassBackends{fleet.Class: sets.New(blue)}, targets.httpsOnly(cfg, []string{fleet.Class}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tls := warm.Proxies[0].Spec.VirtualHost.TLS; tls == nil || tls.SecretName != "cert" {
+		t.Errorf("warm proxy TLS = %+v, want the KIngress's own certificate, cert", tls)
+	}
+	got, err = targets.ListProbeTargets(ctx, warm.Probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].PodPort != "8443" || len(got[0].URLs) != 1 || got[0].URLs[0].Scheme != "https" {
+		t.Errorf("ListProbeTargets(warm) = %+v, want one HTTPS target on pod port 8443", got)
+	}
+
+	plain := secured.DeepCopy()
+	plain.Spec.Rules = append(plain.Spec.Rules, rule("plain.example.com"))
+	_, err = targets.ListProbeTargets(ctx, plain)
+	if !errors.Is(err, errNoProbePort) || !strings.Contains(err.Error(), "plain.example.com") || !strings.Contains(err.Error(), "contour-external/envoy") {
+		t.Errorf("ListProbeTargets with a host without TLS = %v, want errNoProbePort naming the host and the Service", err)
+	}
+
+	plain.Spec.TLS = nil
+	if _, err := resources.MakeWarm(ctx, plain, resources.ClassBackends{fleet.Class: sets.New(blue)}, nil, sets.New(fleet.Class)); err == nil ||
+		!strings.Contains(err.Error(), "no HTTP port") {
+		t.Errorf("MakeWarm on an HTTPS-only class without a certificate = %v, want an error saying what to change", err)
 	}
 }
