@@ -50,7 +50,29 @@ type Reconciler struct {
 	probeKey probekey.Key
 }
 
-var _ ingressreconciler.Interface = (*Reconciler)(nil)
+var (
+	_ ingressreconciler.Interface         = (*Reconciler)(nil)
+	_ ingressreconciler.ReadOnlyInterface = (*Reconciler)(nil)
+	_ pkgreconciler.OnDeletionInterface   = (*Reconciler)(nil)
+)
+
+// ObserveKind is what a replica that does not lead a KIngress's bucket does
+// with it: nothing. Being an observer makes the generated reconciler call
+// ObserveDeletion on every replica, and a replica that led the bucket
+// before may still hold prober rounds of the KIngress.
+func (r *Reconciler) ObserveKind(context.Context, *v1alpha1.Ingress) pkgreconciler.Event {
+	return nil
+}
+
+// ObserveDeletion forgets a deleted KIngress: its prober rounds (its own
+// and its warm set's) and its metrics. It runs from the workqueue, never
+// beside a ReconcileKind of the same key, so a round that reconcile
+// started is cancelled here after it.
+func (r *Reconciler) ObserveDeletion(_ context.Context, key types.NamespacedName) error {
+	r.cancelProbing(key)
+	r.metrics.forget(key)
+	return nil
+}
 
 // pass is what one reconcile knows of a KIngress, handed from phase to
 // phase: what it should serve, what exists, and the step rollout.Decide

@@ -427,21 +427,13 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(ready, newGenerationFailed,
 			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
 	}, {
-		Name: "a KIngress deleted while its reconcile starts a probe leaves no probing behind",
-		Key:  "default/hello",
-		Objects: objs(pods, []runtime.Object{
-			ing("blue"), service("blue"),
-		}),
-		OtherTestData: map[string]interface{}{goneKey: true},
-		WantCreates:   proxies(blueServing.Proxies),
-		WantEvents:    []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(func(i *v1alpha1.Ingress) {
-			i.GetConditionSet().Manage(&i.Status).MarkUnknown(v1alpha1.IngressConditionReady, "NewObservedGenFailure", "unsuccessfully observed a new generation")
-		})))},
+		// The generated reconciler finds the key gone and calls
+		// ObserveDeletion, on every replica (an observer too).
+		Name:    "a deleted KIngress: its probe rounds are cancelled",
+		Key:     "default/hello",
+		Objects: pods,
 		PostConditions: []func(*testing.T, *rtesting.TableRow){func(t *testing.T, row *rtesting.TableRow) {
-			// The switch drops the warm key first, then both go.
-			want := []types.NamespacedName{{Namespace: testNS, Name: testName + resources.WarmSuffix},
-				{Namespace: testNS, Name: testName}, {Namespace: testNS, Name: testName + resources.WarmSuffix}}
+			want := []types.NamespacedName{{Namespace: testNS, Name: testName}, {Namespace: testNS, Name: testName + resources.WarmSuffix}}
 			if diff := cmp.Diff(want, row.OtherTestData[proberKey].(*fakeProber).cancelled); diff != "" {
 				t.Errorf("cancelled probing (-want, +got):\n%s", diff)
 			}

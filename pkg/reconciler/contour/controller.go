@@ -157,18 +157,6 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		FilterFunc: classFilter(class),
 		Handler:    controller.HandleAll(impl.Enqueue),
 	})
-	ingInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: func(obj interface{}) {
-			if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			if ing, ok := obj.(*v1alpha1.Ingress); ok {
-				r.cancelProbing(ing)
-				r.metrics.forget(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name})
-			}
-		},
-	})
-
 	proxyInf.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: controller.FilterController(&v1alpha1.Ingress{}),
 		Handler:    controller.HandleAll(impl.EnqueueControllerOf),
@@ -217,8 +205,17 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	return impl
 }
 
+// classFilter passes KIngresses of the class, and the last known state of
+// one deleted while the informer was disconnected (a tombstone), so that
+// its deletion reaches ObserveDeletion too.
 func classFilter(class string) func(interface{}) bool {
-	return pkgreconciler.AnnotationFilterFunc(networking.IngressClassAnnotationKey, class, false)
+	of := pkgreconciler.AnnotationFilterFunc(networking.IngressClassAnnotationKey, class, false)
+	return func(obj interface{}) bool {
+		if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		return of(obj)
+	}
 }
 
 // stripManagedFields drops metadata.managedFields from objects entering a

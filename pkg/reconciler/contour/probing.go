@@ -8,7 +8,6 @@ import (
 	"time"
 
 	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
-	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
@@ -61,13 +60,6 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 		fleets = append(fleets, fleetWait{class: class, notReady: notReady, pods: pods.IPs.Len()})
 	}
 	progress, err := r.prober.IsReady(ctx, probeIng)
-	if r.deleted(ing) {
-		// Deleted while this reconcile worked on the cached copy: the
-		// delete handler may already have cancelled its probing, and
-		// IsReady just started it again, for good.
-		r.cancelProbing(ing)
-		return false, nil
-	}
 	if err != nil {
 		if errors.Is(err, errNoEnvoyPods) {
 			markWaiting(ing, ReasonNoEnvoyPods, err.Error())
@@ -169,19 +161,10 @@ func describeWaiting(pods []probe.PodWait) string {
 // pod checks whether that pod still accepts connections.
 const notReadyRecheck = 2 * time.Second
 
-// deleted tells whether the KIngress has left the informer cache (or was
-// replaced by another of the same name). The cache drops an object before
-// the delete handler runs, so a probe started before this check is
-// cancelled by one or the other.
-func (r *Reconciler) deleted(ing *v1alpha1.Ingress) bool {
-	got, err := r.ingressLister.Ingresses(ing.Namespace).Get(ing.Name)
-	return apierrs.IsNotFound(err) || (err == nil && got.UID != ing.UID)
-}
-
 // cancelProbing drops the prober's state for a KIngress and its warm set.
-func (r *Reconciler) cancelProbing(ing *v1alpha1.Ingress) {
-	r.prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name})
-	r.prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name + resources.WarmSuffix})
+func (r *Reconciler) cancelProbing(key types.NamespacedName) {
+	r.prober.CancelIngressProbingByKey(key)
+	r.prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: key.Namespace, Name: key.Name + resources.WarmSuffix})
 }
 
 func backendStrings(c resources.ClassBackends) []string {

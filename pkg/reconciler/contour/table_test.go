@@ -314,10 +314,6 @@ const proberKey = "prober"
 const configKey = "config"
 const enqueuedKey = "enqueued"
 
-// goneKey, set in a row's OtherTestData, makes the KIngress absent from
-// the reconciler's own cache, as when it was deleted mid-reconcile.
-const goneKey = "gone"
-
 func makeFactory() rtesting.Factory {
 	return func(t *testing.T, row *rtesting.TableRow) (controller.Reconciler, rtesting.ActionRecorderList, rtesting.EventList) {
 		scheme := runtime.NewScheme()
@@ -363,7 +359,6 @@ func makeFactory() rtesting.Factory {
 			prober = &fakeProber{}
 		}
 		enqueued := map[string]time.Duration{}
-		gone, _ := row.OtherTestData[goneKey].(bool)
 		cfg, _ := row.OtherTestData[configKey].(*config.Config)
 		if cfg == nil {
 			cfg = &config.Config{Contour: testCfg}
@@ -371,10 +366,6 @@ func makeFactory() rtesting.Factory {
 		row.OtherTestData = map[string]interface{}{proberKey: prober, enqueuedKey: enqueued}
 
 		ingLister := networkinglisters.NewIngressLister(sorter.IndexerForObjectType(&v1alpha1.Ingress{}))
-		cached := ingLister
-		if gone {
-			cached = networkinglisters.NewIngressLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}))
-		}
 
 		services := corev1listers.NewServiceLister(sorter.IndexerForObjectType(&corev1.Service{}))
 		r := &Reconciler{
@@ -382,7 +373,7 @@ func makeFactory() rtesting.Factory {
 			netClient:     netClient,
 			proxyLister:   contourlisters.NewHTTPProxyLister(proxyIndexer),
 			proxyIndexer:  proxyIndexer,
-			ingressLister: cached,
+			ingressLister: ingLister,
 			serviceLister: services,
 			tracker:       &rtesting.FakeTracker{},
 			prober:        prober,
