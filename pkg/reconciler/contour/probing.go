@@ -23,7 +23,6 @@ import (
 // It returns true once confirmed.
 func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ingress, awaited resources.ClassBackends,
 	reason string, proxies []*contourv1.HTTPProxy) (bool, error) {
-	cfg := config.FromContextOrDefaults(ctx).Contour
 	// Contour's own verdict first: an invalid proxy will never serve.
 	for _, p := range proxies {
 		if bad, why := rollout.Rejected(p); bad {
@@ -31,70 +30,31 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 			return false, nil
 		}
 	}
-	type fleetWait struct {
-		class, notReady string
-		pods            int
-	}
-	var fleets []fleetWait
-	unready := false
-	for _, class := range awaited.Classes() {
-		fleet, ok := cfg.FleetByClass(class)
-		if !ok {
-			continue
-		}
-		pods, err := r.targets.pods(fleet)
-		if errors.Is(err, errNoEnvoyPods) {
-			markWaiting(ing, ReasonNoEnvoyPods, err.Error()+": the KIngress cannot be confirmed until an Envoy pod is ready")
-			return false, nil
-		} else if errors.Is(err, errNoProbePort) {
-			markWaiting(ing, ReasonNoProbePort, err.Error())
-			return false, nil
-		} else if err != nil {
-			return false, err
-		}
-		notReady := ""
-		if n := pods.NotReady.Len(); n > 0 {
-			notReady = fmt.Sprintf(" (%d not ready but still serving: %s)", n, strings.Join(sets.List(pods.NotReady), ", "))
-			unready = true
-		}
-		fleets = append(fleets, fleetWait{class: class, notReady: notReady, pods: pods.IPs.Len()})
+	fleets, err := r.awaitedFleets(ctx, awaited)
+	if waitsForFleet(ing, err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
 	}
 	progress, err := r.prober.IsReady(ctx, probeIng)
-	if err != nil {
-		if errors.Is(err, errNoEnvoyPods) {
-			markWaiting(ing, ReasonNoEnvoyPods, err.Error())
-			return false, nil
-		}
-		if errors.Is(err, errNoProbePort) {
-			markWaiting(ing, ReasonNoProbePort, err.Error())
-			return false, nil
-		}
+	if waitsForFleet(ing, err) {
+		return false, nil
+	} else if err != nil {
 		return false, fmt.Errorf("failed to probe %s/%s: %w", probeIng.Namespace, probeIng.Name, err)
 	}
 	if progress.Ready {
 		return true, nil
 	}
-	if unready {
-		// A not ready pod may stop accepting connections (its Envoy
-		// gone) without any event: look again soon, so it stops
-		// holding the rollout up once it serves nobody.
-		r.enqueueAfter(ing, notReadyRecheck)
-	}
-	var parts []string
-	var longest time.Duration
 	for _, f := range fleets {
-		fp := probe.FleetProgress{Class: f.class, Total: f.pods}
-		for _, got := range progress.Fleets {
-			if got.Class == f.class {
-				fp = got
-			}
-		}
-		parts = append(parts, fmt.Sprintf("%d/%d Envoy pods of %s%s serve %s%s", fp.Confirmed, fp.Total, f.class, f.notReady,
-			describe(backendStrings(resources.ClassBackends{f.class: awaited[f.class]})), describeWaiting(fp.Waiting)))
-		if len(fp.Waiting) > 0 && fp.Waiting[0].For > longest {
-			longest = fp.Waiting[0].For
+		if f.pods.NotReady.Len() > 0 {
+			// A not ready pod may stop accepting connections (its Envoy
+			// gone) without any event: look again soon, so it stops
+			// holding the rollout up once it serves nobody.
+			r.enqueueAfter(ing, notReadyRecheck)
+			break
 		}
 	}
+	message, longest := describeProgress(fleets, progress, awaited)
 	// A rollout that waits has a laggard worth naming with its current
 	// wait and last answer once it waits progressRefresh: look again when
 	// the wait the message shows moves to its next step. Nothing else may
@@ -104,9 +64,75 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 	// rollout's status writes to one per doubling of a wait.
 	_, next := waitStep(longest)
 	r.enqueueAfter(ing, next-longest)
-	markWaiting(ing, reason, strings.Join(parts, "; "))
+	markWaiting(ing, reason, message)
 	r.metrics.phaseStarted(ing, reason, r.clock())
 	return false, nil
+}
+
+// fleetWait is a fleet a rollout waits on, and its Envoy pods.
+type fleetWait struct {
+	class string
+	pods  fleetPods
+}
+
+// awaitedFleets lists the Envoy pods of the fleet of each awaited class.
+func (r *Reconciler) awaitedFleets(ctx context.Context, awaited resources.ClassBackends) ([]fleetWait, error) {
+	cfg := config.FromContextOrDefaults(ctx).Contour
+	var out []fleetWait
+	for _, class := range awaited.Classes() {
+		fleet, ok := cfg.FleetByClass(class)
+		if !ok {
+			continue
+		}
+		pods, err := r.targets.pods(fleet)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fleetWait{class: class, pods: pods})
+	}
+	return out, nil
+}
+
+// waitsForFleet records, for an error that a fleet's state causes (no
+// ready Envoy pod, no port to probe on), what the rollout waits for, and
+// tells whether it did: such a wait ends with an event on the fleet's
+// Service or EndpointSlices, not with a retry.
+func waitsForFleet(ing *v1alpha1.Ingress, err error) bool {
+	switch {
+	case errors.Is(err, errNoEnvoyPods):
+		markWaiting(ing, ReasonNoEnvoyPods, err.Error()+": the KIngress cannot be confirmed until an Envoy pod is ready")
+	case errors.Is(err, errNoProbePort):
+		markWaiting(ing, ReasonNoProbePort, err.Error())
+	default:
+		return false
+	}
+	return true
+}
+
+// describeProgress is the condition message of a rollout that waits: per
+// fleet, how many Envoy pods confirmed, which backends they must serve and
+// who is waited on; and the longest wait of any pod.
+func describeProgress(fleets []fleetWait, progress probe.Progress, awaited resources.ClassBackends) (string, time.Duration) {
+	var parts []string
+	var longest time.Duration
+	for _, f := range fleets {
+		fp := probe.FleetProgress{Class: f.class, Total: f.pods.IPs.Len()}
+		for _, got := range progress.Fleets {
+			if got.Class == f.class {
+				fp = got
+			}
+		}
+		notReady := ""
+		if n := f.pods.NotReady.Len(); n > 0 {
+			notReady = fmt.Sprintf(" (%d not ready but still serving: %s)", n, strings.Join(sets.List(f.pods.NotReady), ", "))
+		}
+		parts = append(parts, fmt.Sprintf("%d/%d Envoy pods of %s%s serve %s%s", fp.Confirmed, fp.Total, f.class, notReady,
+			describe(backendStrings(resources.ClassBackends{f.class: awaited[f.class]})), describeWaiting(fp.Waiting)))
+		if len(fp.Waiting) > 0 && fp.Waiting[0].For > longest {
+			longest = fp.Waiting[0].For
+		}
+	}
+	return strings.Join(parts, "; "), longest
 }
 
 // progressRefresh is the wait after which a rollout's condition message
