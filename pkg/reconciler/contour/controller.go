@@ -20,6 +20,7 @@ import (
 	netclient "knative.dev/networking/pkg/client/injection/client"
 	ingressinformer "knative.dev/networking/pkg/client/injection/informers/networking/v1alpha1/ingress"
 	ingressreconciler "knative.dev/networking/pkg/client/injection/reconciler/networking/v1alpha1/ingress"
+	netlisters "knative.dev/networking/pkg/client/listers/networking/v1alpha1"
 	netcfg "knative.dev/networking/pkg/config"
 	kubeclient "knative.dev/pkg/client/injection/kube/client"
 	serviceinformer "knative.dev/pkg/client/injection/kube/informers/core/v1/service"
@@ -64,31 +65,8 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	serviceInf := serviceinformer.Get(ctx)
 	sliceInf := endpointsliceinformer.Get(ctx)
 
-	// managedFields are a large share of every cached object and nothing
-	// here reads them: drop them before they reach the caches.
-	for _, inf := range []cache.SharedIndexInformer{ingInformer.Informer(), proxyInf.Informer(), serviceInf.Informer(), sliceInf.Informer()} {
-		if err := inf.SetTransform(stripManagedFields); err != nil {
-			logger.Fatalw("Failed to set an informer transform", "error", err)
-		}
-	}
-	if err := proxyInf.Informer().AddIndexers(cache.Indexers{fqdnIndex: indexFqdn, controllerIndex: indexController}); err != nil {
-		logger.Fatalw("Failed to index HTTPProxies by host and controller", "error", err)
-	}
-
-	// The key of the prober's tokens, before anything is written with it.
-	var probeKey probekey.Key
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-		k, err := loadProbeKey(ctx, kubeclient.Get(ctx), system.Namespace())
-		if err != nil {
-			logger.Warnw("Cannot load the probe key yet", "error", err)
-			return false, nil
-		}
-		probeKey = k
-		return true, nil
-	}); err != nil {
-		logger.Fatalw("Failed to load the probe key", "secret", system.Namespace()+"/"+ProbeKeySecret, "error", err)
-	}
-
+	prepareInformers(ctx, proxyInf.Informer(), ingInformer.Informer(), serviceInf.Informer(), sliceInf.Informer())
+	probeKey := waitForProbeKey(ctx)
 	// Serving's routing CA, copied without its key for the proxies to name.
 	watchRoutingCA(ctx, logger, kubeclient.Get(ctx), system.Namespace())
 
@@ -110,24 +88,9 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 
 	var store *config.Store
 	impl := ingressreconciler.NewImpl(ctx, r, class, func(impl *controller.Impl) controller.Options {
-		resync := configmap.TypeFilter(&config.Contour{}, &netcfg.Config{})(func(string, interface{}) {
+		store = newConfigStore(ctx, recorder, func() {
 			impl.FilteredGlobalResync(classFilter(class), ingInformer.Informer())
 		})
-		// A rejected ConfigMap keeps the last valid configuration in force;
-		// the Warning event on it tells the operator which key to fix.
-		invalid := func(cm *corev1.ConfigMap, err error) {
-			recorder.Eventf(cm, corev1.EventTypeWarning, ReasonInvalidConfig,
-				"ConfigMap %s/%s rejected, the last valid configuration stays in force: %v", cm.Namespace, cm.Name, err)
-		}
-		// An accepted config-contour with warnings (a key or field it
-		// ignores, a spelling to change) gets a Warning event for each.
-		warned := func(cm *corev1.ConfigMap, warnings []string) {
-			for _, w := range warnings {
-				recorder.Eventf(cm, corev1.EventTypeWarning, reasonConfigWarning,
-					"ConfigMap %s/%s accepted with a warning: %s", cm.Namespace, cm.Name, w)
-			}
-		}
-		store = config.NewStore(logger.Named("config-store"), invalid, warned, resync)
 		store.WatchConfigs(cmw)
 		return controller.Options{ConfigStore: store, PromoteFilterFunc: classFilter(class)}
 	})
@@ -165,13 +128,84 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	serviceInf.Informer().AddEventHandler(controller.HandleAll(controller.EnsureTypeMeta(
 		impl.Tracker.OnChanged, corev1.SchemeGroupVersion.WithKind("Service"))))
 
-	// When Envoy pods come or go, rollouts in flight are reconciled: the
-	// prober brings their rounds up to date with the fleet, so a new pod
-	// must confirm and a gone one is forgotten, and the pods that already
-	// confirmed need not again. Ready KIngresses are left alone: a new pod
-	// gets Contour's whole state.
-	restartInFlight := func() {
-		ings, err := ingInformer.Lister().List(labels.Everything())
+	restart := restartInFlight(impl, ingInformer.Lister(), class)
+	sliceInf.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: ofFleet(store),
+		Handler:    controller.HandleAll(func(interface{}) { restart() }),
+	})
+	// A not ready Envoy pod that starts or stops accepting connections
+	// changes who must confirm without any slice event.
+	targets.onChange = restart
+
+	return impl
+}
+
+// classFilter passes KIngresses of the class, and the last known state of
+// one deleted while the informer was disconnected (a tombstone), so that
+// its deletion reaches ObserveDeletion too.
+// prepareInformers drops managedFields from every object before it reaches
+// the caches (a large share of every cached object, and nothing here reads
+// them), and indexes HTTPProxies by host and by controlling KIngress.
+func prepareInformers(ctx context.Context, proxies cache.SharedIndexInformer, others ...cache.SharedIndexInformer) {
+	logger := logging.FromContext(ctx)
+	for _, inf := range append([]cache.SharedIndexInformer{proxies}, others...) {
+		if err := inf.SetTransform(stripManagedFields); err != nil {
+			logger.Fatalw("Failed to set an informer transform", "error", err)
+		}
+	}
+	if err := proxies.AddIndexers(cache.Indexers{fqdnIndex: indexFqdn, controllerIndex: indexController}); err != nil {
+		logger.Fatalw("Failed to index HTTPProxies by host and controller", "error", err)
+	}
+}
+
+// waitForProbeKey loads the key of the prober's tokens (creating it on
+// the first start), before anything is written with it; the controller
+// cannot serve without it.
+func waitForProbeKey(ctx context.Context) probekey.Key {
+	logger := logging.FromContext(ctx)
+	var key probekey.Key
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
+		k, err := loadProbeKey(ctx, kubeclient.Get(ctx), system.Namespace())
+		if err != nil {
+			logger.Warnw("Cannot load the probe key yet", "error", err)
+			return false, nil
+		}
+		key = k
+		return true, nil
+	}); err != nil {
+		logger.Fatalw("Failed to load the probe key", "secret", system.Namespace()+"/"+ProbeKeySecret, "error", err)
+	}
+	return key
+}
+
+// newConfigStore watches config-contour and config-network, calling resync
+// when either changes. A rejected ConfigMap keeps the last valid
+// configuration in force and gets a Warning event that says which key to
+// fix; an accepted config-contour with warnings (a key or field it ignores,
+// a spelling to change) gets a Warning event for each.
+func newConfigStore(ctx context.Context, recorder record.EventRecorder, resync func()) *config.Store {
+	invalid := func(cm *corev1.ConfigMap, err error) {
+		recorder.Eventf(cm, corev1.EventTypeWarning, ReasonInvalidConfig,
+			"ConfigMap %s/%s rejected, the last valid configuration stays in force: %v", cm.Namespace, cm.Name, err)
+	}
+	warned := func(cm *corev1.ConfigMap, warnings []string) {
+		for _, w := range warnings {
+			recorder.Eventf(cm, corev1.EventTypeWarning, reasonConfigWarning,
+				"ConfigMap %s/%s accepted with a warning: %s", cm.Namespace, cm.Name, w)
+		}
+	}
+	onChange := configmap.TypeFilter(&config.Contour{}, &netcfg.Config{})(func(string, interface{}) { resync() })
+	return config.NewStore(logging.FromContext(ctx).Named("config-store"), invalid, warned, onChange)
+}
+
+// restartInFlight returns what reconciles the rollouts in flight when Envoy
+// pods come or go: the prober brings their rounds up to date with the
+// fleet, so a new pod must confirm and a gone one is forgotten, and the
+// pods that already confirmed need not again. Ready KIngresses are left
+// alone: a new pod gets Contour's whole state.
+func restartInFlight(impl *controller.Impl, lister netlisters.IngressLister, class string) func() {
+	return func() {
+		ings, err := lister.List(labels.Everything())
 		if err != nil {
 			return
 		}
@@ -182,32 +216,26 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 			impl.Enqueue(ing)
 		}
 	}
-	sliceInf.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
-		FilterFunc: func(obj interface{}) bool {
-			s, ok := obj.(*discoveryv1.EndpointSlice)
-			if !ok {
-				return false
-			}
-			svc := types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}
-			for _, f := range store.Load().Contour.Fleets() {
-				if f.Service == svc {
-					return true
-				}
-			}
-			return false
-		},
-		Handler: controller.HandleAll(func(interface{}) { restartInFlight() }),
-	})
-	// A not ready Envoy pod that starts or stops accepting connections
-	// changes who must confirm without any slice event.
-	targets.onChange = restartInFlight
-
-	return impl
 }
 
-// classFilter passes KIngresses of the class, and the last known state of
-// one deleted while the informer was disconnected (a tombstone), so that
-// its deletion reaches ObserveDeletion too.
+// ofFleet passes the EndpointSlices of the configured fleets' Envoy
+// Services.
+func ofFleet(store *config.Store) func(interface{}) bool {
+	return func(obj interface{}) bool {
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok {
+			return false
+		}
+		svc := types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[discoveryv1.LabelServiceName]}
+		for _, f := range store.Load().Contour.Fleets() {
+			if f.Service == svc {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 func classFilter(class string) func(interface{}) bool {
 	of := pkgreconciler.AnnotationFilterFunc(networking.IngressClassAnnotationKey, class, false)
 	return func(obj interface{}) bool {
