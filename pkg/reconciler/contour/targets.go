@@ -228,7 +228,9 @@ func portName(svc *corev1.Service, number int32, name string) (string, bool) {
 // over plain HTTP (its probe routes permit it whatever httpOption says);
 // a host that terminates TLS is probed over HTTPS as well, with its SNI,
 // since Envoy routes it through a route table of its own. A host behind
-// an authorization server is served over HTTPS only, and probed so.
+// an authorization server is served over HTTPS only, and probed so. Every
+// probe to a fleet with use-proxy-protocol starts its connection with a
+// PROXY protocol header.
 func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingress) ([]probe.Target, error) {
 	var targets []resources.ProbeTarget
 	var err error
@@ -267,7 +269,8 @@ func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingre
 			return nil, err
 		}
 		if len(plain[class]) > 0 {
-			out = append(out, probe.Target{Class: class, PodIPs: pods.IPs, PodPort: pods.Port, URLs: plain[class]})
+			out = append(out, probe.Target{Class: class, PodIPs: pods.IPs, PodPort: pods.Port, URLs: plain[class],
+				ProxyProtocol: fleet.UseProxyProtocol})
 		}
 		if secureOnly[class] && pods.TLSPort == "" {
 			// With nothing to send its probes to, a host served over
@@ -275,7 +278,8 @@ func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingre
 			return nil, fmt.Errorf("the Envoy Service %s has no HTTPS port (443, or one named https), and a host of the KIngress is served over HTTPS only (it is behind an authorization server)", fleet.Service)
 		}
 		if len(secure[class]) > 0 && pods.TLSPort != "" {
-			out = append(out, probe.Target{Class: class, PodIPs: pods.IPs, PodPort: pods.TLSPort, URLs: secure[class]})
+			out = append(out, probe.Target{Class: class, PodIPs: pods.IPs, PodPort: pods.TLSPort, URLs: secure[class],
+				ProxyProtocol: fleet.UseProxyProtocol})
 		}
 	}
 	return out, nil
