@@ -28,10 +28,18 @@
 #   hack/stack.sh mend-ready                undo every fail-ready
 #   hack/stack.sh add-image REPO BINARY     pods of image repository REPO run BINARY
 #                                           (hack/release.sh check: the released image)
-# (restart, scale-envoy, cut-xds and fail-ready are for the fault tests: test/e2e/faults_*_test.go)
+#   hack/stack.sh proxy-protocol FLEET on|off
+#                                           restart the fleet's Contours with (on) or
+#                                           without (off) --use-proxy-protocol and wait
+#                                           until every Envoy pod of it serves again
+#                                           (on: only to clients that send a PROXY
+#                                           protocol header); `up` turns every fleet off
+# (restart, scale-envoy, cut-xds and fail-ready are for the fault tests: test/e2e/faults_*_test.go;
+# proxy-protocol for test/e2e/proxyprotocol_test.go)
 #
 # State lives in $HITLESS_STACK_DIR (default <repo>/.stack): certs, kubeconfig,
-# pid files, logs/<component>.log, logs/pods/*.log. Binaries come from
+# pid files, logs/<component>.log, logs/pods/*.log, proxy-protocol-<fleet>
+# (present while that fleet is on PROXY protocol). Binaries come from
 # ${HITLESS_CACHE:-$HOME/.cache/hitless}/bin (hack/build-deps.sh).
 #
 # Addresses (nothing here ever routes off the machine):
@@ -874,6 +882,9 @@ contour_up_one() {
     --health-address=127.0.0.1 --health-port="$((base + 1))"
     --debug-http-address=127.0.0.1 --debug-http-port="$((base + 2))"
     --kubernetes-client-qps=100 --kubernetes-client-burst=200)
+  # every Envoy listener of the fleet then wants a PROXY protocol header
+  # (an AWS NLB in front of Envoy); the stats and health listener does not
+  if proxy_protocol "$ns"; then args+=(--use-proxy-protocol); fi
   { printf '%s\n' "${args[@]}"; cat "$cfg"; } >"$STACK/$name.applied.new"
   if ! cmp -s "$STACK/$name.applied.new" "$STACK/$name.applied" && alive "$name"; then
     # Contour reads its flags and configuration file only when it starts
@@ -903,9 +914,16 @@ envoy_pod_ips() {
     -o jsonpath='{range .items[*]}{.status.podIP}{" "}{.metadata.deletionTimestamp}{"\n"}{end}' | awk 'NF == 1 {print $1}'
 }
 
-# probe_envoy IP FLEET: the stack's own route answers through that Envoy
+# proxy_protocol FLEET: the fleet's Contours run with --use-proxy-protocol
+# (hack/stack.sh proxy-protocol FLEET on)
+proxy_protocol() { [[ -f $STACK/proxy-protocol-$1 ]]; }
+
+# probe_envoy IP FLEET: the stack's own route answers through that Envoy,
+# to a client that sends a PROXY protocol header when the fleet wants one
 probe_envoy() {
-  [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 -H "Host: stack-probe.$2.hitless.local" "http://$1/") == 200 ]]
+  local pp=()
+  if proxy_protocol "$2"; then pp=(--haproxy-protocol); fi
+  [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "${pp[@]}" -H "Host: stack-probe.$2.hitless.local" "http://$1/") == 200 ]]
 }
 
 fleets_up() {
@@ -990,6 +1008,9 @@ cmd_up() {
     fi
   fi
   mkdir -p "$LOGS" "$PIDS"
+  # every fleet back to plain connections, whatever a test that was killed
+  # before it could switch back left (contour_up_one restarts the Contours)
+  rm -f "$STACK"/proxy-protocol-*
   net_up
   certs
   control_plane_up
@@ -1033,6 +1054,7 @@ cmd_down() {
   stop etcd
   net_down
   rm -rf "$STACK/etcd" "$STACK/nodeagent" "$PIDS"
+  rm -f "$STACK"/proxy-protocol-*
   log "stack down in $(elapsed)s"
 }
 
@@ -1058,6 +1080,9 @@ cmd_status() {
     rc=1
   fi
   echo "pod network namespaces: $(compgen -G "/run/netns/$NETNS_PREFIX*" | wc -l)"
+  local pp=()
+  for ns in "${FLEETS[@]}"; do if proxy_protocol "$ns"; then pp+=("$ns"); fi; done
+  echo "PROXY protocol (--use-proxy-protocol): ${pp[*]:-no fleet}"
   return $rc
 }
 
@@ -1124,6 +1149,29 @@ cmd_scale_envoy() {
     retry 30 probe_envoy "$ip:8080" "$ns" || die "Envoy pod $ip of $ns does not serve the stack's probe route"
   done
   log "$ns: $replicas Envoy pods Ready ($(envoy_pod_ips "$ns" | tr '\n' ' '))"
+}
+
+# proxy-protocol FLEET on|off: the fleet's Contours restarted with (on) or
+# without (off) --use-proxy-protocol, as a cluster behind an AWS NLB runs
+# them; waits until every Envoy pod of the fleet serves the stack's probe
+# route again, to a client that sends the header when on. Meanwhile (and
+# while on) clients that do not match the setting are refused, those
+# through the fleet's Service too. `up` turns every fleet off again.
+cmd_proxy_protocol() {
+  local ns=${1:-} mode=${2:-} c ip
+  [[ " ${FLEETS[*]} " == *" $ns "* ]] || die "proxy-protocol: unknown fleet ${ns:-''} (one of ${FLEETS[*]})"
+  [[ $mode == on || $mode == off ]] || die "proxy-protocol: on or off, not ${mode:-nothing}"
+  lock
+  alive etcd || die "the stack is not up"
+  if [[ $mode == on ]]; then touch "$STACK/proxy-protocol-$ns"; else rm -f "$STACK/proxy-protocol-$ns"; fi
+  for c in $(contours "$ns"); do
+    contour_up_one "$c"
+    retry 60 contour_serving "$c" || die "$c does not serve xDS after its restart; see $LOGS/$c.log"
+  done
+  for ip in $(envoy_pod_ips "$ns"); do
+    retry 60 probe_envoy "$ip:8080" "$ns" || die "Envoy pod $ip of $ns does not serve with PROXY protocol $mode"
+  done
+  log "$ns: PROXY protocol $mode; every Envoy pod serves ($(envoy_pod_ips "$ns" | tr '\n' ' '))"
 }
 
 # envoy_settled FLEET N: exactly N Envoy pods, all Ready, none terminating
@@ -1201,5 +1249,6 @@ case ${1:-} in
   fail-ready) shift; cmd_fail_ready "$@" ;;
   mend-ready) cmd_mend_ready ;;
   add-image) shift; cmd_add_image "$@" ;;
-  *) echo "usage: $0 up [--envoy-replicas N] [--demo] | down | env | status | restart NAME [--down S] [--kill] | scale-envoy FLEET N | cut-xds IP | mend-xds | fail-ready IP | mend-ready | add-image REPOSITORY BINARY" >&2; exit 2 ;;
+  proxy-protocol) shift; cmd_proxy_protocol "$@" ;;
+  *) echo "usage: $0 up [--envoy-replicas N] [--demo] | down | env | status | restart NAME [--down S] [--kill] | scale-envoy FLEET N | cut-xds IP | mend-xds | fail-ready IP | mend-ready | add-image REPOSITORY BINARY | proxy-protocol FLEET on|off" >&2; exit 2 ;;
 esac

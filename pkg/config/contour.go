@@ -69,6 +69,11 @@ type Fleet struct {
 	Class string `json:"class"`
 	// Service is the Envoy Service (namespace/name) of this fleet.
 	Service types.NamespacedName `json:"-"`
+	// UseProxyProtocol says that the fleet's Contour runs with
+	// --use-proxy-protocol (a load balancer such as an AWS NLB in front of
+	// Envoy): every Envoy listener then expects a PROXY protocol header on
+	// each connection, so the prober sends one.
+	UseProxyProtocol bool `json:"use-proxy-protocol,omitempty"`
 }
 
 // Contour is the parsed config-contour.
@@ -347,10 +352,14 @@ func parseRetryPolicy(raw string) (*contourv1.RetryPolicy, []string, error) {
 type visibilityEntry struct {
 	Class   string `json:"class"`
 	Service string `json:"service"`
+	// UseProxyProtocol is hitless's, named after Contour's flag;
+	// net-contour ignores it, as it ignores any field it does not know.
+	UseProxyProtocol bool `json:"use-proxy-protocol"`
 }
 
 // parseVisibility reads a visibility value. Fields of an entry other than
-// class and service are ignored and returned as warnings naming the entry.
+// class, service and use-proxy-protocol are ignored and returned as
+// warnings naming the entry.
 func parseVisibility(raw string) (map[netv1alpha1.IngressVisibility]Fleet, []string, error) {
 	// Each entry is kept as raw JSON first, so that its unknown fields can
 	// be found and named.
@@ -370,7 +379,7 @@ func parseVisibility(raw string) (map[netv1alpha1.IngressVisibility]Fleet, []str
 		var e visibilityEntry
 		unknown, err := decodeLenient(string(rawEntry), &e)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: not a {class, service}: %w", v, err)
+			return nil, nil, fmt.Errorf("%s: not a {class, service, use-proxy-protocol}: %w", v, err)
 		}
 		warnings = append(warnings, prefixed(string(v), ignoredFields(unknown))...)
 		if e.Class == "" {
@@ -383,13 +392,25 @@ func parseVisibility(raw string) (map[netv1alpha1.IngressVisibility]Fleet, []str
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: service: %w", v, err)
 		}
-		out[v] = Fleet{Class: e.Class, Service: nn}
+		out[v] = Fleet{Class: e.Class, Service: nn, UseProxyProtocol: e.UseProxyProtocol}
 	}
 	for _, v := range []netv1alpha1.IngressVisibility{netv1alpha1.IngressVisibilityExternalIP, netv1alpha1.IngressVisibilityClusterLocal} {
 		if _, ok := out[v]; !ok {
 			return nil, nil, fmt.Errorf("%s is missing: both %s and %s need a class and a service",
 				v, netv1alpha1.IngressVisibilityExternalIP, netv1alpha1.IngressVisibilityClusterLocal)
 		}
+	}
+	ext, local := out[netv1alpha1.IngressVisibilityExternalIP], out[netv1alpha1.IngressVisibilityClusterLocal]
+	if ext.Class == local.Class && ext.UseProxyProtocol != local.UseProxyProtocol {
+		// One class is one Contour, whose listeners either all expect
+		// the header or none does.
+		with, without := netv1alpha1.IngressVisibilityExternalIP, netv1alpha1.IngressVisibilityClusterLocal
+		if local.UseProxyProtocol {
+			with, without = without, with
+		}
+		return nil, nil, fmt.Errorf("%s and %s both name class %s, one Contour, but only %s sets use-proxy-protocol: "+
+			"set use-proxy-protocol: true on %s too if that Contour runs with --use-proxy-protocol, or remove it from %s",
+			netv1alpha1.IngressVisibilityExternalIP, netv1alpha1.IngressVisibilityClusterLocal, ext.Class, with, without, with)
 	}
 	// Map order is random; warnings are compared and shown in order.
 	sort.Strings(warnings)

@@ -39,6 +39,59 @@ ClusterLocal:
 			}
 		},
 	}, {
+		name: "use-proxy-protocol marks the fleet of a visibility whose Contour runs with --use-proxy-protocol",
+		data: map[string]string{VisibilityKey: `
+ExternalIP:
+  class: ext
+  service: ingress/envoy-ext
+  use-proxy-protocol: true
+ClusterLocal:
+  class: int
+  service: ingress/envoy-int
+`},
+		want: func(c *Contour) {
+			c.Visibility = map[netv1alpha1.IngressVisibility]Fleet{
+				netv1alpha1.IngressVisibilityExternalIP:   {Class: "ext", Service: types.NamespacedName{Namespace: "ingress", Name: "envoy-ext"}, UseProxyProtocol: true},
+				netv1alpha1.IngressVisibilityClusterLocal: {Class: "int", Service: types.NamespacedName{Namespace: "ingress", Name: "envoy-int"}},
+			}
+		},
+	}, {
+		name: "use-proxy-protocol false is the default, written out",
+		data: map[string]string{VisibilityKey: `
+ExternalIP:
+  class: ext
+  service: ingress/envoy-ext
+  use-proxy-protocol: false
+ClusterLocal:
+  class: int
+  service: ingress/envoy-int
+`},
+		want: func(c *Contour) {
+			c.Visibility = map[netv1alpha1.IngressVisibility]Fleet{
+				netv1alpha1.IngressVisibilityExternalIP:   {Class: "ext", Service: types.NamespacedName{Namespace: "ingress", Name: "envoy-ext"}},
+				netv1alpha1.IngressVisibilityClusterLocal: {Class: "int", Service: types.NamespacedName{Namespace: "ingress", Name: "envoy-int"}},
+			}
+		},
+	}, {
+		name: "two visibilities on one class that both set use-proxy-protocol share one fleet that sends the header",
+		data: map[string]string{VisibilityKey: `
+ExternalIP:
+  class: shared
+  service: ingress/envoy
+  use-proxy-protocol: true
+ClusterLocal:
+  class: shared
+  service: ingress/envoy
+  use-proxy-protocol: true
+`},
+		want: func(c *Contour) {
+			f := Fleet{Class: "shared", Service: types.NamespacedName{Namespace: "ingress", Name: "envoy"}, UseProxyProtocol: true}
+			c.Visibility = map[netv1alpha1.IngressVisibility]Fleet{
+				netv1alpha1.IngressVisibilityExternalIP:   f,
+				netv1alpha1.IngressVisibilityClusterLocal: f,
+			}
+		},
+	}, {
 		name: "timeouts, default certificate, release hold",
 		data: map[string]string{
 			TimeoutPolicyResponseKey: "60s",
@@ -246,7 +299,10 @@ func TestNewContourFromMapErrorsNameTheKey(t *testing.T) {
 		{"cors policy without methods", map[string]string{CORSPolicyKey: "allowOrigin: ['*']"}, CORSPolicyKey, ""},
 		{"visibility present but empty", map[string]string{VisibilityKey: ""}, VisibilityKey, "delete the key to use the default fleets"},
 		{"visibility of blanks only", map[string]string{VisibilityKey: " \n "}, VisibilityKey, "give ExternalIP and ClusterLocal each a class and a service"},
-		{"visibility entry that is no map", map[string]string{VisibilityKey: "ExternalIP: contour-external\nClusterLocal: {class: b, service: ns/i}"}, VisibilityKey, "ExternalIP: not a {class, service}"},
+		{"visibility entry that is no map", map[string]string{VisibilityKey: "ExternalIP: contour-external\nClusterLocal: {class: b, service: ns/i}"}, VisibilityKey, "ExternalIP: not a {class, service, use-proxy-protocol}"},
+		{"use-proxy-protocol that is no boolean", map[string]string{VisibilityKey: "ExternalIP: {class: a, service: ns/e, use-proxy-protocol: sometimes}\nClusterLocal: {class: b, service: ns/i}"}, VisibilityKey, "ExternalIP: not a {class, service, use-proxy-protocol}"},
+		{"use-proxy-protocol on one of two visibilities of the same class", map[string]string{VisibilityKey: "ExternalIP: {class: a, service: ns/e}\nClusterLocal: {class: a, service: ns/e, use-proxy-protocol: true}"}, VisibilityKey,
+			"ExternalIP and ClusterLocal both name class a, one Contour, but only ClusterLocal sets use-proxy-protocol: set use-proxy-protocol: true on ExternalIP too if that Contour runs with --use-proxy-protocol, or remove it from ClusterLocal"},
 		{"cors policy that is no YAML map", map[string]string{CORSPolicyKey: "allowOrigin: ["}, CORSPolicyKey, "not a Contour CORS policy"},
 		{"cors method list written as one entry", map[string]string{CORSPolicyKey: "allowOrigin: ['*']\nallowMethods: ['GET POST']"}, CORSPolicyKey, `allowMethods[0] "GET POST" is not an HTTP token`},
 		{"cors method that is empty", map[string]string{CORSPolicyKey: "allowOrigin: ['*']\nallowMethods: [GET, '']"}, CORSPolicyKey, `allowMethods[1] ""`},

@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -41,6 +42,7 @@ import (
 	"knative.dev/networking/pkg/ingress"
 
 	"github.com/hitless/hitless/pkg/probekey"
+	"github.com/hitless/hitless/pkg/proxyproto"
 )
 
 // Target is what to probe on the Envoy pods of one class through one of
@@ -54,6 +56,11 @@ type Target struct {
 	// scheme of that listener.
 	PodPort string
 	URLs    []*url.URL
+	// ProxyProtocol sends a PROXY protocol v1 header first on every
+	// connection, before the request or the TLS handshake: the pods'
+	// Contour runs with --use-proxy-protocol (config-contour's
+	// use-proxy-protocol).
+	ProxyProtocol bool
 }
 
 // TargetLister lists what confirms a KIngress. It is asked again on every
@@ -197,6 +204,9 @@ type round struct {
 
 type checkKey struct {
 	ip, port, url string
+	// proxy is part of the key: turning use-proxy-protocol on or off
+	// replaces the checks of a round in progress.
+	proxy bool
 }
 
 // check is one URL on one pod.
@@ -204,6 +214,8 @@ type check struct {
 	round    *round
 	ip, port string
 	url      *url.URL
+	// proxy sends the PROXY protocol header (Target.ProxyProtocol).
+	proxy    bool
 	attempts int
 	// gone is set (under the prober's lock) when the check is no longer
 	// wanted: its pod left, or its round was cancelled or replaced.
@@ -219,12 +231,18 @@ type podProgress struct {
 
 // pod holds the connections to one Envoy pod and the probes queued for it.
 type pod struct {
-	ip       string
-	queue    workqueue.TypedDelayingInterface[*check]
-	plain    *http.Transport
-	tls      *http.Transport
-	refs     int
-	lastUsed time.Time
+	ip    string
+	queue workqueue.TypedDelayingInterface[*check]
+	plain *http.Transport
+	tls   *http.Transport
+	// proxyPlain and proxyTLS send the PROXY protocol header first. Their
+	// connections are pooled apart: one that sent the header must never
+	// carry a probe that should not, nor the other way round, while
+	// config-contour changes.
+	proxyPlain *http.Transport
+	proxyTLS   *http.Transport
+	refs       int
+	lastUsed   time.Time
 }
 
 // Start runs the prober until done is closed.
@@ -342,7 +360,7 @@ func (p *Prober) syncLocked(r *round, targets []Target) {
 	for _, t := range targets {
 		for ip := range t.PodIPs {
 			for _, u := range t.URLs {
-				k := checkKey{ip: ip, port: t.PodPort, url: u.String()}
+				k := checkKey{ip: ip, port: t.PodPort, url: u.String(), proxy: t.ProxyProtocol}
 				want[k] = true
 				if _, ok := r.checks[k]; ok {
 					continue
@@ -353,7 +371,7 @@ func (p *Prober) syncLocked(r *round, targets []Target) {
 					r.pods[ip] = pp
 				}
 				pp.pending++
-				c := &check{round: r, ip: ip, port: t.PodPort, url: u}
+				c := &check{round: r, ip: ip, port: t.PodPort, url: u, proxy: t.ProxyProtocol}
 				r.checks[k] = c
 				p.enqueueLocked(c, p.opts.InitialDelay)
 				added++
@@ -482,7 +500,7 @@ func (p *Prober) enqueueLocked(c *check, after time.Duration) {
 
 func (p *Prober) newPod(ip string) *pod {
 	dialer := &net.Dialer{Timeout: p.opts.Timeout, KeepAlive: 30 * time.Second}
-	transport := func(tlsConf *tls.Config) *http.Transport {
+	transport := func(tlsConf *tls.Config, proxy bool) *http.Transport {
 		return &http.Transport{
 			// Every URL's host is the pod itself (plain) or the virtual host
 			// (TLS, for its SNI); either way the connection is to this pod.
@@ -490,6 +508,9 @@ func (p *Prober) newPod(ip string) *pod {
 				_, port, err := net.SplitHostPort(addr)
 				if err != nil {
 					return nil, err
+				}
+				if proxy {
+					return proxyproto.Dial(ctx, dialer, network, net.JoinHostPort(ip, port))
 				}
 				return dialer.DialContext(ctx, network, net.JoinHostPort(ip, port))
 			},
@@ -502,13 +523,16 @@ func (p *Prober) newPod(ip string) *pod {
 			ForceAttemptHTTP2: false,
 		}
 	}
+	// Probes check that the pod routes the host, not who signed its
+	// certificate: the same choice Knative's prober makes.
+	insecure := func() *tls.Config { return &tls.Config{InsecureSkipVerify: true} } //nolint:gosec
 	pd := &pod{
-		ip:    ip,
-		queue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[*check]{Name: ""}),
-		plain: transport(nil),
-		// Probes check that the pod routes the host, not who signed its
-		// certificate: the same choice Knative's prober makes.
-		tls: transport(&tls.Config{InsecureSkipVerify: true}), //nolint:gosec
+		ip:         ip,
+		queue:      workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[*check]{Name: ""}),
+		plain:      transport(nil, false),
+		tls:        transport(insecure(), false),
+		proxyPlain: transport(nil, true),
+		proxyTLS:   transport(insecure(), true),
 	}
 	for range p.opts.PerPod {
 		go p.work(pd)
@@ -569,7 +593,7 @@ func (p *Prober) run(pd *pod, c *check) {
 	}
 	if answer == "" {
 		p.metrics.sent("error")
-		answer = shortError(err)
+		answer = noAnswer(err, c.proxy)
 	} else {
 		p.metrics.sent("not-yet")
 	}
@@ -616,9 +640,15 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 		u.RawPath = strings.TrimSuffix(u.RawPath, "/") + nethttp.HealthCheckPath
 	}
 	transport := pd.plain
+	if c.proxy {
+		transport = pd.proxyPlain
+	}
 	if u.Scheme == "https" {
 		// Pooled per virtual host: the SNI picks its filter chain.
 		transport = pd.tls
+		if c.proxy {
+			transport = pd.proxyTLS
+		}
 		u.Host = net.JoinHostPort(u.Hostname(), c.port)
 	} else {
 		// Pooled per pod: one set of connections for every KIngress.
@@ -653,6 +683,16 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 		return "old hash", errNotYet
 	case http.StatusNotFound, http.StatusServiceUnavailable:
 		return strconv.Itoa(resp.StatusCode), errNotYet
+	case http.StatusBadRequest:
+		if c.proxy {
+			// Envoy answers 400 to a PROXY header it does not expect (the
+			// line is no HTTP request). Abandoning the URL on it, as on
+			// any unexpected status, would confirm a pod that was never
+			// asked; waiting, the condition says what to check.
+			return "400: " + proxyUnexpected, errNotYet
+		}
+		p.logger.Infow("Probe abandoned on an unexpected status", "key", c.round.key.String(), "url", c.url.String(), "pod", c.ip, "status", resp.StatusCode)
+		return "", nil
 	case http.StatusUnauthorized, http.StatusForbidden:
 		// An authorization server in front of the host refused the probe:
 		// Envoy answered before routing, which proves nothing about the
@@ -670,6 +710,30 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 
 var errNotYet = errors.New("not served yet")
 
+// What a pod's answer, or its silence, most likely means when it and
+// config-contour's use-proxy-protocol disagree.
+const (
+	proxyExpected   = "does the fleet's Contour run with --use-proxy-protocol? then set use-proxy-protocol: true for its visibility in config-contour"
+	proxyUnexpected = "the pod did not expect the PROXY protocol header hitless sent: does the fleet's Contour run with --use-proxy-protocol? if not, remove use-proxy-protocol from config-contour"
+)
+
+// noAnswer is shortError, and when the pod closed (or reset) the
+// connection without a word, which Envoy does to a connection that does not
+// start as its listener expects, the likely reason: a listener that wants a
+// PROXY protocol header got none, or one that wants none got it.
+func noAnswer(err error, proxy bool) string {
+	short := shortError(err)
+	if short != connectionClosed && !errors.Is(err, syscall.ECONNRESET) {
+		return short
+	}
+	if proxy {
+		return short + " before an answer: " + proxyUnexpected
+	}
+	return short + " before an answer: " + proxyExpected
+}
+
+const connectionClosed = "connection closed"
+
 // shortError says why a probe got no answer in the few words a condition
 // message has room for: "connection refused", "timeout".
 func shortError(err error) string {
@@ -684,7 +748,7 @@ func shortError(err error) string {
 		}
 		return op.Err.Error()
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "connection closed"
+		return connectionClosed
 	}
 	return err.Error()
 }
@@ -704,8 +768,9 @@ func (p *Prober) forgetIdlePods() {
 
 func (p *Prober) closePod(pd *pod) {
 	pd.queue.ShutDown()
-	pd.plain.CloseIdleConnections()
-	pd.tls.CloseIdleConnections()
+	for _, t := range []*http.Transport{pd.plain, pd.tls, pd.proxyPlain, pd.proxyTLS} {
+		t.CloseIdleConnections()
+	}
 }
 
 func (p *Prober) stop() {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hitless/hitless/pkg/proxyproto"
 )
 
 // Target is one Envoy pod and the host to ask it for.
@@ -25,6 +27,10 @@ type Target struct {
 	Header map[string]string
 	// Path is the request's path, "/" when empty.
 	Path string
+	// ProxyProtocol starts every connection with a PROXY protocol v1
+	// header, as a load balancer in front of a fleet whose Contour runs
+	// with --use-proxy-protocol does.
+	ProxyProtocol bool
 }
 
 // Result is one request of the load.
@@ -73,11 +79,15 @@ func (l *Load) Allow(backends ...string) {
 func (l *Load) Run(ctx context.Context) {
 	clients := make([]*http.Client, len(l.Targets))
 	for i, t := range l.Targets {
-		addr := t.Addr
+		addr, proxy := t.Addr, t.ProxyProtocol
 		transport := &http.Transport{
 			MaxIdleConnsPerHost: 16,
 			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, network, addr)
+				d := &net.Dialer{Timeout: 2 * time.Second}
+				if proxy {
+					return proxyproto.Dial(ctx, d, network, addr)
+				}
+				return d.DialContext(ctx, network, addr)
 			},
 		}
 		if t.TLS {

@@ -279,7 +279,8 @@ func portName(svc *corev1.Service, number int32, name string) (string, bool) {
 // an authorization server is served over HTTPS only, and probed so. On a
 // fleet whose Envoy Service has no HTTP port, a TLS host is probed over
 // HTTPS only, and a host without TLS cannot be probed: that is an error
-// that names it.
+// that names it. Every probe to a fleet with use-proxy-protocol starts its
+// connection with a PROXY protocol header.
 func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingress) ([]probe.Target, error) {
 	var targets []resources.ProbeTarget
 	var err error
@@ -333,12 +334,12 @@ func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingre
 	classes := sets.List(sets.KeySet(pods))
 	out := make([]probe.Target, 0, 2*len(classes))
 	for _, class := range classes {
-		p := pods[class]
+		p, proxyProtocol := pods[class], fleets[class].UseProxyProtocol
 		if len(plain[class]) > 0 {
-			out = append(out, probe.Target{Class: class, PodIPs: p.IPs, PodPort: p.Port, URLs: plain[class]})
+			out = append(out, probe.Target{Class: class, PodIPs: p.IPs, PodPort: p.Port, URLs: plain[class], ProxyProtocol: proxyProtocol})
 		}
 		if len(secure[class]) > 0 {
-			out = append(out, probe.Target{Class: class, PodIPs: p.IPs, PodPort: p.TLSPort, URLs: secure[class]})
+			out = append(out, probe.Target{Class: class, PodIPs: p.IPs, PodPort: p.TLSPort, URLs: secure[class], ProxyProtocol: proxyProtocol})
 		}
 	}
 	return out, nil

@@ -279,3 +279,43 @@ func TestHTTPSOnlyEnvoyService(t *testing.T) {
 		t.Errorf("MakeWarm on an HTTPS-only class without a certificate = %v, want an error saying what to change", err)
 	}
 }
+
+// TestProxyProtocolFleetTargetsSendTheHeader: a fleet whose visibility sets
+// use-proxy-protocol is probed with the PROXY header over both its
+// listeners; one without the key is not.
+func TestProxyProtocolFleetTargetsSendTheHeader(t *testing.T) {
+	ing := &v1alpha1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "hello"},
+		Spec: v1alpha1.IngressSpec{
+			Rules: []v1alpha1.IngressRule{{
+				Hosts:      []string{"hello.example.com"},
+				Visibility: v1alpha1.IngressVisibilityExternalIP,
+				HTTP: &v1alpha1.HTTPIngressRuleValue{Paths: []v1alpha1.HTTPIngressPath{{
+					Splits: []v1alpha1.IngressBackendSplit{{IngressBackend: v1alpha1.IngressBackend{
+						ServiceName: "blue", ServicePort: intstr.FromInt(80)}, Percent: 100}},
+				}}},
+			}},
+			TLS: []v1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert"}},
+		},
+	}
+	for _, proxy := range []bool{true, false} {
+		t.Run(strconv.FormatBool(proxy), func(t *testing.T) {
+			targets, fleet := fleetWithTLS(t, 8080, 8443, map[string]bool{"127.0.0.3": true})
+			fleet.UseProxyProtocol = proxy
+			cfg := config.FromContextOrDefaults(context.Background())
+			cfg.Contour.Visibility[v1alpha1.IngressVisibilityExternalIP] = fleet
+			got, err := targets.ListProbeTargets(config.ToContext(context.Background(), cfg), ing)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 2 {
+				t.Fatalf("ListProbeTargets = %+v, want an HTTP and an HTTPS target", got)
+			}
+			for _, tg := range got {
+				if tg.ProxyProtocol != proxy {
+					t.Errorf("target on pod port %s: ProxyProtocol = %v, want %v", tg.PodPort, tg.ProxyProtocol, proxy)
+				}
+			}
+		})
+	}
+}
