@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	contourv1 "github.com/projectcontour/contour/apis/projectcontour/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -13,7 +12,6 @@ import (
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	rtesting "knative.dev/pkg/reconciler/testing"
 
-	"github.com/hitless/hitless/pkg/config"
 	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/resources"
 )
@@ -28,85 +26,11 @@ func TestReconcile(t *testing.T) {
 		Name: "key not found",
 		Key:  "foo/not-found",
 	}, {
-		Name: "steady state: Ready, proxies current, nothing written and nothing probed",
-		Key:  "default/hello",
-		Objects: objs(f.pods, proxies(f.greenServing.Proxies), []runtime.Object{
-			ing("green", withStatus(ready)), service("green"),
-		}),
-	}, {
-		Name: "proxies an older hitless wrote without net-contour's labels get them in one update: no probe, still Ready",
-		Key:  "default/hello",
-		Objects: objs(f.pods, proxies([]*contourv1.HTTPProxy{withoutNetContourLabels(f.greenServing.Proxies[0])}), []runtime.Object{
-			ing("green", withStatus(ready)), service("green"),
-		}),
-		OtherTestData: map[string]interface{}{proberKey: &fakeProber{}},
-		WantUpdates:   []clientgotesting.UpdateActionImpl{update(f.greenServing.Proxies[0])},
-	}, {
-		Name: "an annotation added to a Ready KIngress reaches its serving proxy in one update: no probe, still Ready",
-		Key:  "default/hello",
-		Objects: objs(f.pods, proxies(f.greenServing.Proxies), []runtime.Object{
-			ing("green", withStatus(ready), withAnnotation("example.com/team", "payments")), service("green"),
-		}),
-		OtherTestData: map[string]interface{}{proberKey: &fakeProber{}},
-		WantUpdates:   []clientgotesting.UpdateActionImpl{update(f.annotatedGreen.Proxies[0])},
-	}, {
-		Name: "a Ready status without the Envoy Service's ClusterIP (an older hitless wrote it) gets it: no write, no probe",
-		Key:  "default/hello",
-		Objects: objs(f.pods, proxies(f.greenServing.Proxies), []runtime.Object{
-			ing("green", withStatus(ready, withoutLoadBalancerIPs)), service("green"),
-		}),
-		OtherTestData:     map[string]interface{}{proberKey: &fakeProber{}},
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready)))},
-	}, {
-		Name: "a host of an ExternalIP rule in the cluster's domain is served by the internal fleet and probed there",
-		Key:  "default/hello",
-		Objects: objs(f.pods, envoy("contour-internal", "10.244.0.30"), []runtime.Object{
-			clusterDomainHost(), service("blue"),
-		}),
-		WantCreates: proxies(f.clusterDomainServing.Proxies),
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(clusterDomainHost(withStatus(
-			waiting(ReasonSwitching, "0/1 Envoy pods of contour-internal serve default/blue:80"))))},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
-	}, {
-		Name: "a config-contour change of what the routes do (retries off) rewrites the serving proxy and is probed again at the proxies' new hash",
-		Key:  "default/hello",
-		Objects: objs(f.pods, proxies(f.greenServing.Proxies), []runtime.Object{
-			ing("green", withStatus(ready)), service("green"),
-		}),
-		// The old routes' round was confirmed; it must not stand for the new ones.
-		OtherTestData: map[string]interface{}{configKey: &config.Config{Contour: f.noRetries},
-			proberKey: &fakeProber{ready: map[string]bool{f.greenServing.Hash: true}}},
-		WantUpdates: []clientgotesting.UpdateActionImpl{update(f.greenNoRetries.Proxies[0])},
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/green:80"))))},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
-	}, {
 		Name: "a KIngress of another class is left untouched",
 		Key:  "default/hello",
 		Objects: objs(f.pods, []runtime.Object{
 			ing("blue", withClass("istio.ingress.networking.knative.dev")), service("blue"),
 		}),
-	}, {
-		Name: "a brand-new KIngress skips Warm: its serving proxy is created and probed",
-		Key:  "default/hello",
-		Objects: objs(f.pods, []runtime.Object{
-			ing("blue"), service("blue"),
-		}),
-		WantCreates: proxies(f.blueServing.Proxies),
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
-	}, {
-		Name: "once every Envoy pod serves the warm backend, the serving proxy switches",
-		Key:  "default/hello",
-		Objects: objs(f.pods, proxies(f.blueServing.Proxies), proxies(f.warmGreen.Proxies), []runtime.Object{
-			ing("green", withStatus(waiting(ReasonWarming, "w"))), service("blue"), service("green"),
-		}),
-		OtherTestData: map[string]interface{}{proberKey: &fakeProber{ready: map[string]bool{f.warmGreen.Hash: true}}},
-		WantUpdates:   []clientgotesting.UpdateActionImpl{update(f.greenServing.Proxies[0])},
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/green:80"))))},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		Name: "switch confirmed: Ready, and the warm proxies are kept through the release hold",
 		Key:  "default/hello",
@@ -128,17 +52,6 @@ func TestReconcile(t *testing.T) {
 		}),
 		WantDeletes: []clientgotesting.DeleteActionImpl{deleteOf(f.warmGreen.Proxies[0])},
 		WantEvents:  []string{rtesting.Eventf(corev1.EventTypeNormal, "Released", "Warm proxies deleted")},
-	}, {
-		Name: "a host that left the spec loses its proxy, with no warm needed for an unchanged backend",
-		Key:  "default/hello",
-		Objects: objs(f.pods, proxies(f.twoHostServing.Proxies), []runtime.Object{
-			f.oneHost, service("blue"),
-		}),
-		WantUpdates: []clientgotesting.UpdateActionImpl{update(f.oneHostServing.Proxies[0])},
-		WantDeletes: deletesOfMissing(f.twoHostServing.Proxies, f.oneHostServing.Proxies),
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withHosts("a.example.com"), withStatus(
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		// The generated reconciler bumps observedGeneration even when
 		// ReconcileKind failed (a conflict) before marking anything; the
@@ -226,28 +139,6 @@ func TestReconcile(t *testing.T) {
 		}},
 		WantCreates: proxies(serving(t, ing("blue", withAuthorization)).Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withAuthorization, withStatus(
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
-	}, {
-		Name: "authorization added to a served KIngress: the serving proxy is updated in place, no warm (same backend)",
-		Key:  "default/hello",
-		Objects: objs(f.pods, proxies(f.blueServing.Proxies), []runtime.Object{
-			ing("blue", withAuthorization, withStatus(ready), func(i *v1alpha1.Ingress) { i.Status.ObservedGeneration = 1 }),
-			service("blue"),
-		}),
-		WantUpdates: []clientgotesting.UpdateActionImpl{update(serving(t, ing("blue", withAuthorization)).Proxies[0])},
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withAuthorization, withStatus(ready,
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
-	}, {
-		Name: "an ACME challenge path added to a served KIngress: the serving proxy is updated in place, no warm for the solver, only the served paths probed",
-		Key:  "default/hello",
-		Objects: objs(f.pods, proxies(f.blueServing.Proxies), []runtime.Object{
-			ing("blue", withChallenge, withStatus(ready), func(i *v1alpha1.Ingress) { i.Status.ObservedGeneration = 1 }),
-			service("blue"), service("solver"),
-		}),
-		WantUpdates: []clientgotesting.UpdateActionImpl{update(serving(t, ing("blue", withChallenge)).Proxies[0])},
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withChallenge, withStatus(ready,
 			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
