@@ -32,27 +32,6 @@ func TestReconcile(t *testing.T) {
 			ing("blue", withClass("istio.ingress.networking.knative.dev")), service("blue"),
 		}),
 	}, {
-		Name: "switch confirmed: Ready, and the warm proxies are kept through the release hold",
-		Key:  "default/hello",
-		Objects: objs(f.pods, proxies(f.greenServing.Proxies), proxies(f.warmGreen.Proxies), []runtime.Object{
-			ing("green", withStatus(waiting(ReasonSwitching, "s"))), service("blue"), service("green"),
-		}),
-		OtherTestData:     map[string]interface{}{proberKey: &fakeProber{ready: map[string]bool{f.greenServing.Hash: true}}},
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready)))},
-		PostConditions: []func(*testing.T, *rtesting.TableRow){func(t *testing.T, row *rtesting.TableRow) {
-			if got := row.OtherTestData[enqueuedKey].(map[string]time.Duration)["default/hello"]; got != testCfg.ReleaseHold {
-				t.Errorf("requeued after %v, want the release hold %v", got, testCfg.ReleaseHold)
-			}
-		}},
-	}, {
-		Name: "warm proxies are released once the hold has passed since Ready",
-		Key:  "default/hello",
-		Objects: objs(f.pods, proxies(f.greenServing.Proxies), proxies(f.warmGreen.Proxies), []runtime.Object{
-			ing("green", withStatus(readyAt(now.Add(-time.Minute)))), service("blue"), service("green"),
-		}),
-		WantDeletes: []clientgotesting.DeleteActionImpl{deleteOf(f.warmGreen.Proxies[0])},
-		WantEvents:  []string{rtesting.Eventf(corev1.EventTypeNormal, "Released", "Warm proxies deleted")},
-	}, {
 		// The generated reconciler bumps observedGeneration even when
 		// ReconcileKind failed (a conflict) before marking anything; the
 		// proxies were then written by a later attempt.
