@@ -131,38 +131,6 @@ func TestReconcile(t *testing.T) {
 				`contour.networking.knative.dev/extension-service asks for authorization, which Contour applies only to hosts that terminate TLS: `+
 				`give the host a certificate (spec.tls, or config-contour's default-tls-secret for external hosts), or remove the annotation`))))},
 	}, {
-		Name:    "a host already claimed by a user's HTTPProxy is refused without touching it",
-		Key:     "default/hello",
-		Objects: objs(f.pods, []runtime.Object{ing("blue"), service("blue"), f.userProxy}),
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(badInput(ReasonHostConflict,
-			`host "hello.example.com" is already served by HTTPProxy team/mine (a user's HTTPProxy): remove that claim or choose another host`))))},
-	}, {
-		// Contour judges duplicates within its class: a proxy only another
-		// Contour sees, or one whose KIngress is gone, takes nothing away.
-		Name:        "a host's proxy of another class or of a deleted KIngress is no claim",
-		Key:         "default/hello",
-		Objects:     objs(f.pods, []runtime.Object{ing("blue"), service("blue"), f.otherClass, f.leftover}),
-		WantCreates: proxies(f.blueServing.Proxies),
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
-	}, {
-		Name:    "two KIngresses raced for a host: the younger claim steps back and deletes its invalidated proxy",
-		Key:     "default/hello",
-		Objects: objs(f.pods, []runtime.Object{ing("blue"), service("blue"), f.raceLoser, f.raceWinner, f.otherIngress}),
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(badInput(ReasonHostConflict,
-			`host "hello.example.com" is already served by HTTPProxy other/first (the KIngress other/first): remove that claim or choose another host`))))},
-		WantDeletes: []clientgotesting.DeleteActionImpl{deleteOf(f.raceLoser)},
-	}, {
-		Name:    "two KIngresses raced for a host: the first claim keeps its proxy and goes on",
-		Key:     "default/hello",
-		Objects: objs(f.pods, []runtime.Object{ing("blue"), service("blue"), f.raceFirst, f.raceSecond, f.otherIngress}),
-		// Contour's verdict stands until the younger claim's proxy is gone;
-		// that change re-reconciles this KIngress.
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(func(i *v1alpha1.Ingress) {
-			markProxyInvalid(i, f.raceFirst.Name, f.raceFirst.Status.Description)
-		})))},
-	}, {
 		Name:        "no Envoy pod to ask: NotReady naming the Envoy Service, never Ready",
 		Key:         "default/hello",
 		Objects:     []runtime.Object{ing("blue"), service("blue")},
