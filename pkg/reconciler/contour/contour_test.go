@@ -55,49 +55,6 @@ func TestReconcile(t *testing.T) {
 			}
 		}},
 	}, {
-		Name: "net-contour's proxy of the same backend is taken over in place: one update under its name, never a second proxy for the host",
-		Key:  "default/hello",
-		Objects: objs(f.pods, []runtime.Object{
-			f.ncBlue, ing("blue", withStatus(ready)), service("blue"),
-		}),
-		WantUpdates: []clientgotesting.UpdateActionImpl{update(f.adopted)},
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(ready,
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
-	}, {
-		Name: "ours next to net-contour's for one host (Contour invalidated both): net-contour's goes, ours is probed",
-		Key:  "default/hello",
-		Objects: objs(f.pods, []runtime.Object{
-			f.ncBlueInvalid, f.oursInvalid, ing("blue"), service("blue"),
-		}),
-		WantDeletes: []clientgotesting.DeleteActionImpl{deleteOf(f.ncBlueInvalid)},
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(func(i *v1alpha1.Ingress) {
-			markProxyInvalid(i, f.oursInvalid.Name, f.oursInvalid.Status.Description)
-		})))},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
-	}, {
-		Name: "net-contour's endpoint probe child is left alone while net-contour's proxy still serves its parent",
-		Key:  "default/hello--ep",
-		Objects: objs(f.pods, []runtime.Object{
-			f.epChild, f.ncBlue, ing("blue", withStatus(ready)), service("blue"),
-		}),
-		PostConditions: []func(*testing.T, *rtesting.TableRow){func(t *testing.T, row *rtesting.TableRow) {
-			if got := row.OtherTestData[enqueuedKey].(map[string]time.Duration)["default/hello--ep"]; got != endpointProbeRecheck {
-				t.Errorf("requeued after %v, want %v", got, endpointProbeRecheck)
-			}
-		}},
-	}, {
-		Name: "net-contour's endpoint probe child is deleted once hitless serves its parent",
-		Key:  "default/hello--ep",
-		Objects: objs(f.pods, proxies(f.blueServing.Proxies), []runtime.Object{
-			f.epChild, ing("blue", withStatus(ready)), service("blue"),
-		}),
-		WantDeletes: []clientgotesting.DeleteActionImpl{{
-			ActionImpl: clientgotesting.ActionImpl{Namespace: testNS, Verb: "delete",
-				Resource: v1alpha1.SchemeGroupVersion.WithResource("ingresses")},
-			Name: f.epChild.Name,
-		}},
-	}, {
 		Name:    "a missing backend Service is bad input: a condition names it and nothing is written",
 		Key:     "default/hello",
 		Objects: objs(f.pods, []runtime.Object{ing("blue")}),
