@@ -14,6 +14,11 @@ import (
 	"github.com/hitless/hitless/pkg/resources"
 )
 
+// TestReconcile covers ReconcileKind itself (contour.go) and the generated
+// reconciler around it: workqueue keys, the class filter, deletion through
+// ObserveDeletion, bad input refused before anything is written, a failed
+// write, and a status carried over by a failed reconcile. Each phase has a
+// table test of its own, in the phase's _test.go file.
 func TestReconcile(t *testing.T) {
 	f := fixtures(t)
 
@@ -24,26 +29,15 @@ func TestReconcile(t *testing.T) {
 		Name: "key not found",
 		Key:  "foo/not-found",
 	}, {
-		Name: "a KIngress of another class is left untouched",
+		Name: "other class: untouched",
 		Key:  "default/hello",
 		Objects: objs(f.pods, []runtime.Object{
 			ing("blue", withClass("istio.ingress.networking.knative.dev")), service("blue"),
 		}),
 	}, {
-		// The generated reconciler bumps observedGeneration even when
-		// ReconcileKind failed (a conflict) before marking anything; the
-		// proxies were then written by a later attempt.
-		Name: "a new generation is probed even though the previous one's LoadBalancerReady=True was carried over by a failed reconcile",
-		Key:  "default/hello",
-		Objects: objs(f.pods, proxies(f.blueServing.Proxies), []runtime.Object{
-			ing("blue", withStatus(ready, newGenerationFailed)), service("blue"),
-		}),
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(ready, newGenerationFailed,
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
-	}, {
 		// The generated reconciler finds the key gone and calls
 		// ObserveDeletion, on every replica (an observer too).
-		Name:    "a deleted KIngress: its probe rounds are cancelled",
+		Name:    "deleted: probe rounds cancelled",
 		Key:     "default/hello",
 		Objects: f.pods,
 		PostConditions: []func(*testing.T, *rtesting.TableRow){func(t *testing.T, row *rtesting.TableRow) {
@@ -53,13 +47,15 @@ func TestReconcile(t *testing.T) {
 			}
 		}},
 	}, {
-		Name:    "a missing backend Service is bad input: a condition names it and nothing is written",
+		// The condition names the Service; nothing is written.
+		Name:    "missing backend Service: bad input",
 		Key:     "default/hello",
 		Objects: objs(f.pods, []runtime.Object{ing("blue")}),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(badInput("ServiceNotFound",
 			"Service default/blue does not exist: create it or point the KIngress at an existing one"))))},
 	}, {
-		Name: "authorization asked for a host without TLS is bad input: nothing is written, the served proxy stays as it is",
+		// Nothing is written: the served proxy stays as it is.
+		Name: "authorization without TLS: bad input",
 		Key:  "default/hello",
 		Objects: objs(f.pods, proxies(f.blueServing.Proxies), []runtime.Object{
 			ing("blue", withAuthorization, func(i *v1alpha1.Ingress) { i.Spec.TLS = nil }), service("blue"),
@@ -69,7 +65,8 @@ func TestReconcile(t *testing.T) {
 				`contour.networking.knative.dev/extension-service asks for authorization, which Contour applies only to hosts that terminate TLS: `+
 				`give the host a certificate (spec.tls, or config-contour's default-tls-secret for external hosts), or remove the annotation`))))},
 	}, {
-		Name:         "a failed create is retried: the error surfaces and an event says so",
+		// The error surfaces, so the key is retried, and an event says so.
+		Name:         "failed create retried",
 		Key:          "default/hello",
 		Objects:      objs(f.pods, []runtime.Object{ing("blue"), service("blue")}),
 		WithReactors: []clientgotesting.ReactionFunc{rtesting.InduceFailure("create", "httpproxies")},
@@ -80,6 +77,19 @@ func TestReconcile(t *testing.T) {
 		})))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError",
 			"failed to create HTTPProxy default/%s: inducing failure for create httpproxies", f.blueServing.Proxies[0].Name)},
+	}, {
+		// The generated reconciler bumps observedGeneration even when
+		// ReconcileKind failed (a conflict) before marking anything, so the
+		// previous generation's LoadBalancerReady=True is carried over; the
+		// proxies were then written by a later attempt. The new generation
+		// is probed all the same.
+		Name: "Ready carried over by a failed reconcile",
+		Key:  "default/hello",
+		Objects: objs(f.pods, proxies(f.blueServing.Proxies), []runtime.Object{
+			ing("blue", withStatus(ready, newGenerationFailed)), service("blue"),
+		}),
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(ready, newGenerationFailed,
+			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
 	}}
 	table.Test(t, makeFactory())
 }
