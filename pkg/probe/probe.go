@@ -10,8 +10,10 @@
 // Envoy routes it, are retried too, never taken for served. What is
 // ours is how it gets there: kept-alive connections per Envoy pod shared by
 // every KIngress, a bounded number of probes in flight per pod (a slow pod
-// never takes the others' turns), a short jittered back-off with a cap, and
-// per-pod progress a condition message can show.
+// never takes the others' turns), a short jittered back-off with a cap,
+// probes ordered by when each round's proxies were written (a pod that has
+// not the routes of one round has not those of later ones: see pod.gates),
+// and per-pod progress a condition message can show.
 package probe
 
 import (
@@ -170,6 +172,7 @@ type Prober struct {
 	mu     sync.Mutex
 	rounds map[types.NamespacedName]*round
 	pods   map[string]*pod // by IP
+	seq    uint64
 }
 
 // New returns a prober; ready is called (never under a lock of the prober)
@@ -191,6 +194,9 @@ func New(logger *zap.SugaredLogger, lister TargetLister, ready func(types.Namesp
 type round struct {
 	key  types.NamespacedName
 	hash string
+	// seq orders rounds by when they started, which is right after their
+	// proxies were written: see pod.gates.
+	seq uint64
 	// token opens the probe routes of the round's namespace (probekey).
 	token   string
 	started time.Time
@@ -220,6 +226,23 @@ type check struct {
 	// gone is set (under the prober's lock) when the check is no longer
 	// wanted: its pod left, or its round was cancelled or replaced.
 	gone bool
+
+	// The fields below order the probes of a pod (see pod.gates), all
+	// under the prober's lock.
+	//
+	// answered is when the last "not programmed yet" answer came.
+	answered time.Time
+	// gate: the check is in its pod's gates; held: in its pod's held.
+	gate, held bool
+	// stuck: a check written after this one was served by the pod while
+	// this one was not, so its "not programmed yet" is about itself (a
+	// proxy Contour refused, say), never a reason to hold others.
+	stuck bool
+	// pass lets the check's next probe go even behind a gate: the pod
+	// served another check since its last answer.
+	pass bool
+	// probing is set while a probe of the check is in flight.
+	probing bool
 }
 
 type podProgress struct {
@@ -243,6 +266,24 @@ type pod struct {
 	proxyTLS   *http.Transport
 	refs       int
 	lastUsed   time.Time
+
+	// Ordered probing. Contour builds its configuration from every object
+	// it has seen and each Envoy pod applies a push whole, so on one pod a
+	// check whose proxies were written earlier is served no later than one
+	// written after it. gates are the checks whose last answer says the
+	// pod's routes predate their proxies (404, an older hash); while one
+	// is pending, the checks of later rounds (a higher seq) need not be
+	// probed: they wait in held, and only the oldest gate is probed, on
+	// its back-off. When any check of the pod is served, the pod took a
+	// push: held checks answered before that probe went out are probed
+	// again, once. Answers that say something else (503, 401, no answer)
+	// never hold anyone back, nor does a stuck check.
+	gates map[*check]struct{}
+	held  map[*check]struct{}
+	// newest is the highest seq the pod served, and when the probe that
+	// showed it was sent.
+	newest     uint64
+	newestSent time.Time
 }
 
 // Start runs the prober until done is closed.
@@ -334,7 +375,8 @@ func (p *Prober) IsReady(ctx context.Context, ing *v1alpha1.Ingress) (Progress, 
 	}
 	if !ok {
 		rctx, cancel := context.WithCancel(context.Background())
-		r = &round{key: key, hash: hash, token: token, started: p.now(), ctx: rctx, cancel: cancel,
+		p.seq++
+		r = &round{key: key, hash: hash, seq: p.seq, token: token, started: p.now(), ctx: rctx, cancel: cancel,
 			checks: map[checkKey]*check{}, pods: map[string]*podProgress{}}
 		p.rounds[key] = r
 	}
@@ -386,8 +428,7 @@ func (p *Prober) syncLocked(r *round, targets []Target) {
 		if pp := r.pods[k.ip]; pp != nil && !c.confirmed() {
 			pp.pending--
 		}
-		// A queued attempt finds it gone and releases its pod.
-		c.gone = true
+		p.forgetLocked(c)
 	}
 	wantIPs := sets.New[string]()
 	for k := range want {
@@ -418,7 +459,7 @@ func (p *Prober) checkReadyLocked(r *round) bool {
 	r.ready = true
 	r.cancel()
 	for _, c := range r.checks {
-		c.gone = true
+		p.forgetLocked(c)
 	}
 	r.checks, r.pods = nil, nil
 	return true
@@ -470,7 +511,7 @@ func (p *Prober) CancelIngressProbingByKey(key types.NamespacedName) {
 func (p *Prober) dropLocked(r *round) {
 	r.cancel()
 	for _, c := range r.checks {
-		c.gone = true
+		p.forgetLocked(c)
 	}
 	r.checks, r.pods = nil, nil
 	if p.rounds[r.key] == r {
@@ -533,6 +574,8 @@ func (p *Prober) newPod(ip string) *pod {
 		tls:        transport(insecure(), false),
 		proxyPlain: transport(nil, true),
 		proxyTLS:   transport(insecure(), true),
+		gates:      map[*check]struct{}{},
+		held:       map[*check]struct{}{},
 	}
 	for range p.opts.PerPod {
 		go p.work(pd)
@@ -559,7 +602,19 @@ func (p *Prober) run(pd *pod, c *check) {
 		p.mu.Unlock()
 		return
 	}
+	if !c.pass && p.behindGateLocked(pd, c) {
+		// Parked, not probed: its pod's routes predate an older check's
+		// proxies, so they predate this one's too. The reference stays
+		// with the parked check.
+		c.held = true
+		pd.held[c] = struct{}{}
+		p.mu.Unlock()
+		return
+	}
+	c.pass = false
+	c.probing = true
 	r := c.round
+	sent := p.now()
 	p.mu.Unlock()
 
 	p.metrics.inflight(1)
@@ -567,6 +622,7 @@ func (p *Prober) run(pd *pod, c *check) {
 	p.metrics.inflight(-1)
 
 	p.mu.Lock()
+	c.probing = false
 	if c.gone || r.ctx.Err() != nil {
 		pd.refs--
 		p.mu.Unlock()
@@ -577,6 +633,8 @@ func (p *Prober) run(pd *pod, c *check) {
 		p.metrics.sent("confirmed")
 		c.attempts = -1
 		pd.refs--
+		p.ungateLocked(pd, c)
+		p.servedLocked(pd, c, sent)
 		if pp != nil {
 			pp.pending--
 			if pp.pending == 0 {
@@ -601,6 +659,17 @@ func (p *Prober) run(pd *pod, c *check) {
 		pp.lastError = answer
 	}
 	c.attempts++
+	c.answered = p.now()
+	switch {
+	case !errors.Is(err, errNotProgrammed):
+		p.ungateLocked(pd, c)
+	case pd.newest > r.seq && pd.newestSent.Before(sent):
+		// The pod served a later round before this probe went out.
+		c.stuck = true
+		p.ungateLocked(pd, c)
+	case !c.stuck:
+		p.gateLocked(pd, c)
+	}
 	var waited time.Duration
 	if pp != nil {
 		waited = p.now().Sub(pp.since)
@@ -610,6 +679,106 @@ func (p *Prober) run(pd *pod, c *check) {
 	// The reference moves to the next attempt.
 	pd.queue.AddAfter(c, delay)
 	p.mu.Unlock()
+}
+
+// behindGateLocked tells whether a gate of an earlier round waits on the
+// pod.
+func (p *Prober) behindGateLocked(pd *pod, c *check) bool {
+	for g := range pd.gates {
+		if g.round.seq < c.round.seq {
+			return true
+		}
+	}
+	return false
+}
+
+// gateLocked makes c a gate of its pod: it holds the checks of later
+// rounds. Being the oldest gate long enough (scoutAfter attempts), it also
+// sends a scout: the held check of the latest round, probed once. Should
+// the gate be stuck, the pod serves the scout, and that releases everyone.
+func (p *Prober) gateLocked(pd *pod, c *check) {
+	if !c.gate {
+		c.gate = true
+		pd.gates[c] = struct{}{}
+	}
+	if c.attempts < scoutAfter || p.behindGateLocked(pd, c) {
+		return
+	}
+	var scout *check
+	for h := range pd.held {
+		if scout == nil || h.round.seq > scout.round.seq {
+			scout = h
+		}
+	}
+	if scout != nil {
+		p.unholdLocked(pd, scout, true)
+	}
+}
+
+// scoutAfter is how many "not programmed yet" answers the oldest gate of a
+// pod gets before each of its probes sends a scout along: a push takes
+// Contour a DAG rebuild at least, so the first few answers say nothing.
+const scoutAfter = 3
+
+// ungateLocked: c holds no one any more. The checks it held go back to the
+// queue, where those still behind another gate park again, unprobed.
+func (p *Prober) ungateLocked(pd *pod, c *check) {
+	if !c.gate {
+		return
+	}
+	c.gate = false
+	delete(pd.gates, c)
+	for h := range pd.held {
+		p.unholdLocked(pd, h, false)
+	}
+}
+
+// servedLocked: the pod served c, probed at sent, so it took a push since
+// any answer that came before sent. The checks held with such an answer,
+// or none yet, get one probe each, and a gate with such an answer is
+// probed now rather than at the end of its back-off.
+func (p *Prober) servedLocked(pd *pod, c *check, sent time.Time) {
+	if c.round.seq > pd.newest {
+		pd.newest, pd.newestSent = c.round.seq, sent
+	}
+	for h := range pd.held {
+		if h.answered.Before(sent) {
+			p.unholdLocked(pd, h, true)
+		}
+	}
+	for g := range pd.gates {
+		if !g.probing && g.answered.Before(sent) {
+			g.pass = true
+			// Already queued: this only moves it up.
+			pd.queue.AddAfter(g, 0)
+		}
+	}
+}
+
+// unholdLocked queues a held check again; pass lets its next probe go even
+// behind a gate.
+func (p *Prober) unholdLocked(pd *pod, h *check, pass bool) {
+	delete(pd.held, h)
+	h.held = false
+	h.pass = h.pass || pass
+	pd.queue.AddAfter(h, 0)
+}
+
+// forgetLocked marks a check no longer wanted. One in the queue or in
+// flight releases its pod reference when it comes out; a held one does
+// here, and a gate stops holding anyone.
+func (p *Prober) forgetLocked(c *check) {
+	c.gone = true
+	pd := p.pods[c.ip]
+	if pd == nil {
+		return
+	}
+	if c.held {
+		delete(pd.held, c)
+		c.held = false
+		pd.refs--
+	}
+	p.ungateLocked(pd, c)
 }
 
 // backoff is the wait before attempt n+1 of a URL the pod has not served
@@ -680,9 +849,14 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 		if resp.Header.Get(HashHeader) == c.round.hash {
 			return "", nil
 		}
-		return "old hash", errNotYet
-	case http.StatusNotFound, http.StatusServiceUnavailable:
-		return strconv.Itoa(resp.StatusCode), errNotYet
+		return "old hash", errNotProgrammed
+	case http.StatusNotFound:
+		// No route yet (or none for this host at all).
+		return "404", errNotProgrammed
+	case http.StatusServiceUnavailable:
+		// A route without a healthy endpoint yet: EDS comes apart from
+		// the routes, and a backend may have no endpoint at all.
+		return "503", errNotYet
 	case http.StatusBadRequest:
 		if c.proxy {
 			// Envoy answers 400 to a PROXY header it does not expect (the
@@ -709,6 +883,10 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 }
 
 var errNotYet = errors.New("not served yet")
+
+// errNotProgrammed is a "not served yet" that says the pod's routes predate
+// the check's proxies: no route for them, or the previous hash.
+var errNotProgrammed = fmt.Errorf("%w: the pod's routes predate the proxies", errNotYet)
 
 // What a pod's answer, or its silence, most likely means when it and
 // config-contour's use-proxy-protocol disagree.

@@ -35,6 +35,7 @@ type envoyPod struct {
 
 	mu     sync.Mutex
 	routes map[string]route // by host
+	asked  map[string]int   // probes by host
 }
 
 type route struct {
@@ -48,7 +49,7 @@ func newEnvoyPod(t *testing.T, ip string) *envoyPod {
 	if err != nil {
 		t.Skipf("cannot listen on %s (loopback addresses beyond 127.0.0.1 needed): %v", ip, err)
 	}
-	e := &envoyPod{ip: ip, routes: map[string]route{}}
+	e := &envoyPod{ip: ip, routes: map[string]route{}, asked: map[string]int{}}
 	e.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.requests.Add(1)
 		if r.Header.Get(header.HashKey) != header.HashValueOverride || r.Header.Get(header.ProbeKey) != header.ProbeValue {
@@ -63,6 +64,7 @@ func newEnvoyPod(t *testing.T, ip string) *envoyPod {
 		}
 		e.mu.Lock()
 		rt, ok := e.routes[r.Host]
+		e.asked[r.Host]++
 		e.mu.Unlock()
 		if !ok {
 			w.WriteHeader(http.StatusNotFound)
@@ -85,6 +87,13 @@ func newEnvoyPod(t *testing.T, ip string) *envoyPod {
 	_, e.port, _ = net.SplitHostPort(l.Addr().String())
 	t.Cleanup(e.srv.Close)
 	return e
+}
+
+// probesOf is how many probes asked the pod for host.
+func (e *envoyPod) probesOf(host string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.asked[host]
 }
 
 func (e *envoyPod) serve(host string, status int, hash string) {
