@@ -177,100 +177,155 @@ var knownKeys = []string{
 	CORSPolicyKey, ReleaseHoldKey, RetryPolicyKey,
 }
 
-// NewContourFromMap parses the data of config-contour. A malformed value
-// refuses the whole ConfigMap; unknown keys and fields are ignored and
-// listed in Warnings.
+// NewContourFromMap parses the data of config-contour, one
+// configmap.ParseFunc per key. A malformed value refuses the whole
+// ConfigMap; unknown keys and fields are ignored and listed in Warnings. A
+// key whose value is blank counts as unset (net-contour's examples write
+// default-tls-secret: ""), except visibility.
 func NewContourFromMap(data map[string]string) (*Contour, error) {
 	c := DefaultContour()
 	c.Warnings = unknownKeys(data)
-
-	if raw, ok := data[VisibilityKey]; ok {
-		// net-contour refuses a visibility without both entries, an empty
-		// one included; hitless does too rather than fall back to the
-		// default fleets, which may be the wrong ones or not exist.
-		if strings.TrimSpace(raw) == "" {
-			return nil, fmt.Errorf("%s: the value is empty; delete the key to use the default fleets "+
-				"(contour-external/envoy, contour-internal/envoy), or give %s and %s each a class and a service",
-				VisibilityKey, netv1alpha1.IngressVisibilityExternalIP, netv1alpha1.IngressVisibilityClusterLocal)
-		}
-		vis, warnings, err := parseVisibility(raw)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", VisibilityKey, err)
-		}
-		c.Visibility = vis
-		c.Warnings = append(c.Warnings, prefixed(VisibilityKey, warnings)...)
+	if err := configmap.Parse(withoutBlank(data, VisibilityKey),
+		c.asVisibility,
+		asOptionalSecret(DefaultTLSSecretKey, &c.DefaultTLSSecret),
+		asTimeout(TimeoutPolicyResponseKey, &c.TimeoutPolicyResponse),
+		asTimeout(TimeoutPolicyIdleKey, &c.TimeoutPolicyIdle),
+		c.asCORS,
+		asHold(ReleaseHoldKey, &c.ReleaseHold),
+		c.asRetryPolicy,
+	); err != nil {
+		return nil, err
 	}
+	return c, nil
+}
 
-	if raw, ok := data[DefaultTLSSecretKey]; ok && strings.TrimSpace(raw) != "" {
-		nn, err := parseNamespacedName(strings.TrimSpace(raw))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", DefaultTLSSecretKey, err)
+// withoutBlank is data without the keys whose value is blank, but for keep,
+// and with every value trimmed.
+func withoutBlank(data map[string]string, keep ...string) map[string]string {
+	out := make(map[string]string, len(data))
+	for k, v := range data {
+		if v = strings.TrimSpace(v); v != "" || slices.Contains(keep, k) {
+			out[k] = v
 		}
-		c.DefaultTLSSecret = &nn
 	}
+	return out
+}
 
-	for key, target := range map[string]*string{
-		TimeoutPolicyResponseKey: &c.TimeoutPolicyResponse,
-		TimeoutPolicyIdleKey:     &c.TimeoutPolicyIdle,
-	} {
+// asVisibility parses visibility. net-contour refuses a visibility without
+// both entries, an empty one included; hitless does too rather than fall
+// back to the default fleets, which may be the wrong ones or not exist.
+func (c *Contour) asVisibility(data map[string]string) error {
+	raw, ok := data[VisibilityKey]
+	if !ok {
+		return nil
+	}
+	if raw == "" {
+		return fmt.Errorf("%s: the value is empty; delete the key to use the default fleets "+
+			"(contour-external/envoy, contour-internal/envoy), or give %s and %s each a class and a service",
+			VisibilityKey, netv1alpha1.IngressVisibilityExternalIP, netv1alpha1.IngressVisibilityClusterLocal)
+	}
+	vis, warnings, err := parseVisibility(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", VisibilityKey, err)
+	}
+	c.Visibility = vis
+	c.Warnings = append(c.Warnings, prefixed(VisibilityKey, warnings)...)
+	return nil
+}
+
+// asOptionalSecret parses a namespace/name into target, if the key is set.
+func asOptionalSecret(key string, target **types.NamespacedName) configmap.ParseFunc {
+	return func(data map[string]string) error {
 		raw, ok := data[key]
-		if !ok || strings.TrimSpace(raw) == "" {
-			continue
+		if !ok {
+			return nil
 		}
-		raw = strings.TrimSpace(raw)
-		if raw != Infinity {
-			d, err := time.ParseDuration(raw)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %q is neither a duration (e.g. 30s) nor %q: %w", key, raw, Infinity, err)
+		nn, err := parseNamespacedName(raw)
+		if err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		*target = &nn
+		return nil
+	}
+}
+
+// asTimeout parses a Contour timeout: a non-negative duration or Infinity.
+func asTimeout(key string, target *string) configmap.ParseFunc {
+	return func(data map[string]string) error {
+		raw, ok := data[key]
+		if !ok || raw == Infinity {
+			if ok {
+				*target = raw
 			}
-			if d < 0 {
-				return nil, fmt.Errorf("%s: %q must not be negative", key, raw)
-			}
+			return nil
+		}
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			return fmt.Errorf("%s: %q is neither a duration (e.g. 30s) nor %q: %w", key, raw, Infinity, err)
+		}
+		if d < 0 {
+			return fmt.Errorf("%s: %q must not be negative", key, raw)
 		}
 		*target = raw
+		return nil
 	}
+}
 
-	corsKey := CORSPolicyKey
+// asHold parses a non-negative duration.
+func asHold(key string, target *time.Duration) configmap.ParseFunc {
+	return func(data map[string]string) error {
+		d := *target
+		if err := configmap.AsDuration(key, &d)(data); err != nil {
+			return fmt.Errorf("%s: %q is not a duration (e.g. 5s): %w", key, data[key], err)
+		}
+		if d < 0 {
+			return fmt.Errorf("%s: %q must not be negative", key, data[key])
+		}
+		*target = d
+		return nil
+	}
+}
+
+// asCORS parses cors-policy, or the spelling hitless once documented
+// (corsPolicyKeyLegacy) with a warning to rename it.
+func (c *Contour) asCORS(data map[string]string) error {
+	key := CORSPolicyKey
 	raw, ok := data[CORSPolicyKey]
 	if _, legacy := data[corsPolicyKeyLegacy]; legacy {
 		if ok {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s is ignored: %s is set and wins; delete %s",
 				corsPolicyKeyLegacy, CORSPolicyKey, corsPolicyKeyLegacy))
 		} else {
-			corsKey, raw, ok = corsPolicyKeyLegacy, data[corsPolicyKeyLegacy], true
+			key, raw, ok = corsPolicyKeyLegacy, data[corsPolicyKeyLegacy], true
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s is read as %s; rename it to %s, the key net-contour reads (net-contour ignores %s)",
 				corsPolicyKeyLegacy, CORSPolicyKey, CORSPolicyKey, corsPolicyKeyLegacy))
 		}
 	}
-	if ok && strings.TrimSpace(raw) != "" {
-		cors, warnings, err := parseCORS(raw)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", corsKey, err)
-		}
-		c.CORSPolicy = cors
-		c.Warnings = append(c.Warnings, prefixed(corsKey, warnings)...)
+	if !ok {
+		return nil
 	}
+	cors, warnings, err := parseCORS(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	c.CORSPolicy = cors
+	c.Warnings = append(c.Warnings, prefixed(key, warnings)...)
+	return nil
+}
 
-	if raw, ok := data[ReleaseHoldKey]; ok && strings.TrimSpace(raw) != "" {
-		d, err := time.ParseDuration(strings.TrimSpace(raw))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %q is not a duration (e.g. 5s): %w", ReleaseHoldKey, raw, err)
-		}
-		if d < 0 {
-			return nil, fmt.Errorf("%s: %q must not be negative", ReleaseHoldKey, raw)
-		}
-		c.ReleaseHold = d
+// asRetryPolicy parses retry-policy.
+func (c *Contour) asRetryPolicy(data map[string]string) error {
+	raw, ok := data[RetryPolicyKey]
+	if !ok {
+		return nil
 	}
-
-	if raw, ok := data[RetryPolicyKey]; ok && strings.TrimSpace(raw) != "" {
-		rp, warnings, err := parseRetryPolicy(raw)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", RetryPolicyKey, err)
-		}
-		c.RetryPolicy = rp
-		c.Warnings = append(c.Warnings, prefixed(RetryPolicyKey, warnings)...)
+	rp, warnings, err := parseRetryPolicy(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", RetryPolicyKey, err)
 	}
-	return c, nil
+	c.RetryPolicy = rp
+	c.Warnings = append(c.Warnings, prefixed(RetryPolicyKey, warnings)...)
+	return nil
 }
 
 // unknownKeys warns of each key of data that hitless does not read, in
