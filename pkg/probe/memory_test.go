@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 )
 
 // BenchmarkRoundMemory reports the heap a round in flight holds: KIngresses
@@ -24,17 +22,17 @@ func BenchmarkRoundMemory(b *testing.B) {
 	for _, n := range []int{1000, 5000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for range b.N {
-				lister := listerFunc(func(_ context.Context, ing *v1alpha1.Ingress) ([]Target, error) {
+				lister := listerFunc(func(_ context.Context, paths []Path) ([]Target, error) {
 					var urls []*url.URL
-					for _, h := range ing.Spec.Rules[0].Hosts {
-						urls = append(urls, &url.URL{Scheme: "http", Host: h, Path: "/"})
+					for _, path := range paths {
+						urls = append(urls, &url.URL{Scheme: "http", Host: path.Host, Path: path.Prefix})
 					}
 					return []Target{{Class: "contour-external", PodIPs: sets.New("10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"), PodPort: "8080", URLs: urls}}, nil
 				})
-				p := New(zap.NewNop().Sugar(), lister, func(types.NamespacedName) {}, Options{InitialDelay: time.Hour, Key: testKey})
+				p := New(zap.NewNop().Sugar(), lister, func(RoundKey) {}, Options{InitialDelay: time.Hour, Key: testKey})
 				done := make(chan struct{})
 				p.Start(done)
-				ings := make([]*v1alpha1.Ingress, n)
+				ings := make([]Round, n)
 				for i := range ings {
 					name := fmt.Sprint("ksvc-", i)
 					ings[i] = kingress(name, name+".example.com", name+".ns", name+".ns.svc", name+".ns.svc.cluster.local")
@@ -49,7 +47,7 @@ func BenchmarkRoundMemory(b *testing.B) {
 				b.ReportMetric(float64(after-before)/float64(n), "bytes/round")
 				b.ReportMetric(float64(after-before)/(1<<20), "MiB")
 				for _, ing := range ings {
-					p.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name})
+					p.Cancel(ing.Key)
 				}
 				if got := p.Rounds(); got != 0 {
 					b.Fatalf("%d rounds left after cancelling every one", got)

@@ -6,16 +6,13 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/types"
-	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 )
 
 // rounds starts a round for each of n KIngresses, k0 first, each with a
 // host of its own, and returns them in that order.
-func rounds(t *testing.T, p *Prober, n int) []*v1alpha1.Ingress {
+func rounds(t *testing.T, p *Prober, n int) []Round {
 	t.Helper()
-	var out []*v1alpha1.Ingress
+	var out []Round
 	for i := range n {
 		ing := kingress(fmt.Sprintf("k%d", i), fmt.Sprintf("k%d.example.com", i))
 		if _, err := p.IsReady(context.Background(), ing); err != nil {
@@ -39,11 +36,11 @@ func awaitProbes(t *testing.T, e *envoyPod, host string, n int) {
 }
 
 // awaitAll waits for the ready callback of every KIngress named.
-func (c *confirmations) awaitAll(t *testing.T, ings []*v1alpha1.Ingress) {
+func (c *confirmations) awaitAll(t *testing.T, ings []Round) {
 	t.Helper()
-	want := map[types.NamespacedName]bool{}
+	want := map[RoundKey]bool{}
 	for _, ing := range ings {
-		want[types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}] = true
+		want[ing.Key] = true
 	}
 	deadline := time.After(10 * time.Second)
 	for len(want) > 0 {
@@ -82,12 +79,12 @@ func TestLaterRoundsWaitBehindAnUnprogrammedOne(t *testing.T) {
 	t.Logf("before the push: k0 probed %d times, the %d later rounds %d", gate, n-1, later)
 
 	for _, ing := range ings {
-		e.serve(ing.Spec.Rules[0].Hosts[0], http.StatusOK, hashOf(t, ing))
+		e.serve(ing.Paths[0].Host, http.StatusOK, hashOf(t, ing))
 	}
 	c.awaitAll(t, ings)
 	total := 0
 	for _, ing := range ings {
-		total += e.probesOf(ing.Spec.Rules[0].Hosts[0])
+		total += e.probesOf(ing.Paths[0].Host)
 	}
 	t.Logf("%d probes for %d checks", total, n)
 }
@@ -101,7 +98,7 @@ func TestStuckRoundHoldsNoOne(t *testing.T) {
 	ings := rounds(t, p, n)
 	awaitProbes(t, e, "k0.example.com", 2)
 	for _, ing := range ings[1:] {
-		e.serve(ing.Spec.Rules[0].Hosts[0], http.StatusOK, hashOf(t, ing))
+		e.serve(ing.Paths[0].Host, http.StatusOK, hashOf(t, ing))
 	}
 	c.awaitAll(t, ings[1:])
 	c.none(t, 100*time.Millisecond)

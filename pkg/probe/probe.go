@@ -38,10 +38,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/workqueue"
-	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	nethttp "knative.dev/networking/pkg/http"
 	"knative.dev/networking/pkg/http/header"
-	"knative.dev/networking/pkg/ingress"
 
 	"github.com/hitless/hitless/pkg/probekey"
 	"github.com/hitless/hitless/pkg/proxyproto"
@@ -65,11 +63,47 @@ type Target struct {
 	ProxyProtocol bool
 }
 
-// TargetLister lists what confirms a KIngress. It is asked again on every
-// IsReady until the KIngress is confirmed, so pods that join must confirm
-// and pods that leave are forgotten.
+// RoundKey names a round: the serving proxies of a KIngress, or its warm
+// set (the warm proxies of a rollout).
+type RoundKey struct {
+	types.NamespacedName
+	Warm bool
+}
+
+func (k RoundKey) String() string {
+	if k.Warm {
+		return k.NamespacedName.String() + " (warm)"
+	}
+	return k.NamespacedName.String()
+}
+
+// Path is one path prefix of one host, which every Envoy pod of the class
+// must serve.
+type Path struct {
+	Class, Host, Prefix string
+	// TLS: the host terminates TLS too, and Envoy routes its HTTPS
+	// requests through a route table of their own, which must be probed.
+	TLS bool
+	// SecureOnly: the host is served over HTTPS only (behind an
+	// authorization server); its plain HTTP answer proves nothing.
+	SecureOnly bool
+}
+
+// Round is what the reconciler asks the prober to confirm: every Envoy pod
+// of their class serves Paths, answering with Hash in HashHeader (the hash
+// of the proxies that route them, computed by whoever wrote them).
+type Round struct {
+	Key   RoundKey
+	Hash  string
+	Paths []Path
+}
+
+// TargetLister turns a round's paths into targets: the Envoy pods of each
+// class and the URLs to ask each of them. It is asked again on every IsReady
+// until the round is confirmed, so pods that join must confirm and pods
+// that leave are forgotten.
 type TargetLister interface {
-	ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingress) ([]Target, error)
+	ListProbeTargets(ctx context.Context, paths []Path) ([]Target, error)
 }
 
 // Options tune the prober. Zero values take the defaults below.
@@ -164,20 +198,20 @@ type PodWait struct {
 type Prober struct {
 	logger  *zap.SugaredLogger
 	lister  TargetLister
-	ready   func(types.NamespacedName)
+	ready   func(RoundKey)
 	opts    Options
 	metrics *metrics
 	now     func() time.Time
 
 	mu     sync.Mutex
-	rounds map[types.NamespacedName]*round
+	rounds map[RoundKey]*round
 	pods   map[string]*pod // by IP
 	seq    uint64
 }
 
 // New returns a prober; ready is called (never under a lock of the prober)
-// when a KIngress is confirmed on every pod.
-func New(logger *zap.SugaredLogger, lister TargetLister, ready func(types.NamespacedName), opts Options) *Prober {
+// when a round is confirmed on every pod.
+func New(logger *zap.SugaredLogger, lister TargetLister, ready func(RoundKey), opts Options) *Prober {
 	return &Prober{
 		logger:  logger,
 		lister:  lister,
@@ -185,14 +219,14 @@ func New(logger *zap.SugaredLogger, lister TargetLister, ready func(types.Namesp
 		opts:    opts.withDefaults(),
 		metrics: newMetrics(),
 		now:     time.Now,
-		rounds:  map[types.NamespacedName]*round{},
+		rounds:  map[RoundKey]*round{},
 		pods:    map[string]*pod{},
 	}
 }
 
-// round is the probing of one KIngress at one hash.
+// round is the probing of one Round at its hash.
 type round struct {
-	key  types.NamespacedName
+	key  RoundKey
 	hash string
 	// seq orders rounds by when they started, which is right after their
 	// proxies were written: see pod.gates.
@@ -315,40 +349,18 @@ func URL(scheme, host, prefix string) *url.URL {
 	return u
 }
 
-// ExpectedHashAnnotation, on the KIngress given to IsReady, is the hash its
-// probe routes answer with in HashHeader once served. Without it the hash is
-// Knative's of the KIngress spec (ingress.ComputeHash).
-const ExpectedHashAnnotation = "hitless.knative.dev/hash"
-
 // HashHeader is the response header every probe route of hitless's sets
 // (Envoy adds it to the backend's answer): the hash of the configuration the
-// pod serves. The backend's echo of K-Network-Hash cannot carry it: that is
-// Knative's hash of the KIngress spec, which Knative's conformance suite
-// checks, and it stays the same when config-contour, config-network or a
-// backend's port names change what Envoy is asked to serve.
-const HashHeader = "Hitless-Hash"
+// pod serves (probekey.HashHeader).
+const HashHeader = probekey.HashHeader
 
-func expectedHash(ing *v1alpha1.Ingress) (string, error) {
-	if h := ing.Annotations[ExpectedHashAnnotation]; h != "" {
-		return h, nil
-	}
-	sum, err := ingress.ComputeHash(ing)
-	if err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%x", sum[:]), nil
-}
-
-// IsReady tells whether every Envoy pod serves ing at its hash, starting a
-// round when there is none for this hash. Until the round is confirmed,
-// each call brings its pods up to date with the fleet.
-func (p *Prober) IsReady(ctx context.Context, ing *v1alpha1.Ingress) (Progress, error) {
-	key := types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}
-	hash, err := expectedHash(ing)
-	if err != nil {
-		return Progress{}, fmt.Errorf("failed to compute the hash of %s: %w", key, err)
-	}
-	token, err := p.opts.Key.Token(ing.Namespace)
+// IsReady tells whether every Envoy pod serves the round, starting it when
+// there is none for its key at its hash (one at another hash is replaced).
+// Until the round is confirmed, each call brings its pods up to date with
+// the fleet.
+func (p *Prober) IsReady(ctx context.Context, want Round) (Progress, error) {
+	key, hash := want.Key, want.Hash
+	token, err := p.opts.Key.Token(key.Namespace)
 	if err != nil {
 		return Progress{}, fmt.Errorf("cannot probe %s: %w", key, err)
 	}
@@ -362,7 +374,7 @@ func (p *Prober) IsReady(ctx context.Context, ing *v1alpha1.Ingress) (Progress, 
 	p.mu.Unlock()
 
 	// Listed outside the lock: it reads informer caches and may dial.
-	targets, err := p.lister.ListProbeTargets(ctx, ing)
+	targets, err := p.lister.ListProbeTargets(ctx, want.Paths)
 	if err != nil {
 		return Progress{}, err
 	}
@@ -498,9 +510,9 @@ func (p *Prober) progressLocked(r *round) Progress {
 	return out
 }
 
-// CancelIngressProbingByKey forgets the round of a KIngress (deleted, or
-// done with): it leaves no state and its probes in flight are abandoned.
-func (p *Prober) CancelIngressProbingByKey(key types.NamespacedName) {
+// Cancel forgets a round (its KIngress deleted, or the round done with): it
+// leaves no state and its probes in flight are abandoned.
+func (p *Prober) Cancel(key RoundKey) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if r, ok := p.rounds[key]; ok {
@@ -649,10 +661,13 @@ func (p *Prober) run(pd *pod, c *check) {
 		}
 		return
 	}
-	if answer == "" {
+	switch {
+	case answer == "":
 		p.metrics.sent("error")
 		answer = noAnswer(err, c.proxy)
-	} else {
+	case errors.Is(err, errNotProgrammed):
+		p.metrics.sent("not-programmed")
+	default:
 		p.metrics.sent("not-yet")
 	}
 	if pp != nil {

@@ -3,24 +3,23 @@ package probe
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.uber.org/zap"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	"knative.dev/networking/pkg/http/header"
-	"knative.dev/networking/pkg/ingress"
 
 	"github.com/hitless/hitless/pkg/probekey"
 )
@@ -114,16 +113,14 @@ func (f *fleet) set(pods ...*envoyPod) {
 	f.pods = pods
 }
 
-func (f *fleet) ListProbeTargets(_ context.Context, ing *v1alpha1.Ingress) ([]Target, error) {
+func (f *fleet) ListProbeTargets(_ context.Context, paths []Path) ([]Target, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []Target
 	for _, p := range f.pods {
 		var urls []*url.URL
-		for _, r := range ing.Spec.Rules {
-			for _, h := range r.Hosts {
-				urls = append(urls, &url.URL{Scheme: "http", Host: h, Path: "/"})
-			}
+		for _, path := range paths {
+			urls = append(urls, URL("http", path.Host, path.Prefix))
 		}
 		out = append(out, Target{Class: "contour-external", PodIPs: sets.New(p.ip), PodPort: p.port, URLs: urls})
 	}
@@ -137,38 +134,29 @@ var (
 	defaultToken, _ = testKey.Token("default")
 )
 
-func kingress(name string, hosts ...string) *v1alpha1.Ingress {
-	return &v1alpha1.Ingress{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec: v1alpha1.IngressSpec{Rules: []v1alpha1.IngressRule{{
-			Hosts:      hosts,
-			Visibility: v1alpha1.IngressVisibilityExternalIP,
-			HTTP: &v1alpha1.HTTPIngressRuleValue{Paths: []v1alpha1.HTTPIngressPath{{
-				Splits: []v1alpha1.IngressBackendSplit{{IngressBackend: v1alpha1.IngressBackend{ServiceName: name, ServiceNamespace: "default"}, Percent: 100}},
-			}}},
-		}}},
+// kingress is the round of a KIngress of namespace default serving the
+// root of each host, at a hash of its name and hosts.
+func kingress(name string, hosts ...string) Round {
+	r := Round{Key: RoundKey{NamespacedName: types.NamespacedName{Namespace: "default", Name: name}}}
+	for _, h := range hosts {
+		r.Paths = append(r.Paths, Path{Class: "contour-external", Host: h, Prefix: "/"})
 	}
+	r.Hash = fmt.Sprintf("%x", sha256.Sum256([]byte(name+"|"+strings.Join(hosts, ","))))
+	return r
 }
 
-func hashOf(t *testing.T, ing *v1alpha1.Ingress) string {
-	t.Helper()
-	sum, err := ingress.ComputeHash(ing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("%x", sum[:])
-}
+func hashOf(_ *testing.T, r Round) string { return r.Hash }
 
 // confirmations collects the ready callbacks.
 type confirmations struct {
-	ch chan types.NamespacedName
+	ch chan RoundKey
 }
 
 func newConfirmations() *confirmations {
-	return &confirmations{ch: make(chan types.NamespacedName, 100)}
+	return &confirmations{ch: make(chan RoundKey, 100)}
 }
 
-func (c *confirmations) ready(key types.NamespacedName) { c.ch <- key }
+func (c *confirmations) ready(key RoundKey) { c.ch <- key }
 
 func (c *confirmations) await(t *testing.T, want string) {
 	t.Helper()
@@ -225,7 +213,7 @@ func laggardSays(want string) func(Progress) bool {
 }
 
 // awaitProgress polls IsReady until cond holds of its answer.
-func awaitProgress(t *testing.T, p *Prober, ing *v1alpha1.Ingress, what string, cond func(Progress) bool) Progress {
+func awaitProgress(t *testing.T, p *Prober, ing Round, what string, cond func(Progress) bool) Progress {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -278,8 +266,8 @@ func TestHashChangeStartsANewRound(t *testing.T) {
 	p.IsReady(context.Background(), ing)
 	c.await(t, "default/hello")
 
-	next := ing.DeepCopy()
-	next.Spec.Rules[0].HTTP.Paths[0].AppendHeaders = map[string]string{"x": "y"}
+	next := ing
+	next.Hash = "another hash"
 	if prog, _ := p.IsReady(context.Background(), next); prog.Ready {
 		t.Fatal("a new hash was ready before any pod served it")
 	}
@@ -325,7 +313,7 @@ func TestCancelLeavesNoState(t *testing.T) {
 	ing := kingress("hello", "hello.example.com")
 	p.IsReady(context.Background(), ing)
 	awaitProgress(t, p, ing, "a 404 seen", laggardSays("404"))
-	p.CancelIngressProbingByKey(types.NamespacedName{Namespace: "default", Name: "hello"})
+	p.Cancel(RoundKey{NamespacedName: types.NamespacedName{Namespace: "default", Name: "hello"}})
 	if n := p.Rounds(); n != 0 {
 		t.Fatalf("%d rounds held after cancel, want 0", n)
 	}
@@ -412,10 +400,10 @@ func TestUnreachablePodSaysWhy(t *testing.T) {
 }
 
 func TestBackoff(t *testing.T) {
-	defaults := New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{Key: testKey})
+	defaults := New(zap.NewNop().Sugar(), &fleet{}, func(RoundKey) {}, Options{Key: testKey})
 	// PROBE_MAX_RETRY_DELAY_SECONDS=1: a probe every second however long
 	// the wait, as before waits stretched the back-off.
-	capped := New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{Key: testKey, BackoffMax: time.Second})
+	capped := New(zap.NewNop().Sugar(), &fleet{}, func(RoundKey) {}, Options{Key: testKey, BackoffMax: time.Second})
 	for _, tc := range []struct {
 		name    string
 		p       *Prober
@@ -432,7 +420,7 @@ func TestBackoff(t *testing.T) {
 		{"a tenth of a long wait", defaults, 30, 30 * time.Second, 3 * time.Second},
 		{"at most the cap", defaults, 60, 3 * time.Minute, 5 * time.Second},
 		{"a cap of a second keeps a second", capped, 60, 3 * time.Minute, time.Second},
-		{"a cap below a second caps the doubling", New(zap.NewNop().Sugar(), &fleet{}, func(types.NamespacedName) {}, Options{Key: testKey, BackoffMax: 200 * time.Millisecond}), 5, time.Second, 200 * time.Millisecond},
+		{"a cap below a second caps the doubling", New(zap.NewNop().Sugar(), &fleet{}, func(RoundKey) {}, Options{Key: testKey, BackoffMax: 200 * time.Millisecond}), 5, time.Second, 200 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for range 20 {
@@ -468,7 +456,7 @@ func TestHTTPSProbesCarryTheHostsSNI(t *testing.T) {
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 
 	c := newConfirmations()
-	lister := listerFunc(func(context.Context, *v1alpha1.Ingress) ([]Target, error) {
+	lister := listerFunc(func(context.Context, []Path) ([]Target, error) {
 		return []Target{{Class: "contour-external", PodIPs: sets.New("127.0.0.2"), PodPort: port,
 			URLs: []*url.URL{{Scheme: "https", Host: "secure.example.com", Path: "/"}}}}, nil
 	})
@@ -483,10 +471,10 @@ func TestHTTPSProbesCarryTheHostsSNI(t *testing.T) {
 	}
 }
 
-type listerFunc func(context.Context, *v1alpha1.Ingress) ([]Target, error)
+type listerFunc func(context.Context, []Path) ([]Target, error)
 
-func (f listerFunc) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingress) ([]Target, error) {
-	return f(ctx, ing)
+func (f listerFunc) ListProbeTargets(ctx context.Context, paths []Path) ([]Target, error) {
+	return f(ctx, paths)
 }
 
 // TestPrefixIsSentAsWritten: Envoy matches a route's prefix against the
@@ -524,7 +512,7 @@ func TestPrefixIsSentAsWritten(t *testing.T) {
 			_, port, _ := net.SplitHostPort(l.Addr().String())
 
 			c := newConfirmations()
-			lister := listerFunc(func(context.Context, *v1alpha1.Ingress) ([]Target, error) {
+			lister := listerFunc(func(context.Context, []Path) ([]Target, error) {
 				return []Target{{Class: "contour-external", PodIPs: sets.New("127.0.0.2"), PodPort: port,
 					URLs: []*url.URL{URL("http", "escaped.example.com", tc.prefix)}}}, nil
 			})

@@ -15,7 +15,6 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 
 	"github.com/hitless/hitless/pkg/probekey"
 )
@@ -107,9 +106,9 @@ func proxyPod(t *testing.T, tlsOn bool, hash string) (*proxyListener, string) {
 func proxyProber(t *testing.T, scheme, port string, proxy *atomic.Bool) (*Prober, *confirmations) {
 	t.Helper()
 	c := newConfirmations()
-	lister := listerFunc(func(_ context.Context, ing *v1alpha1.Ingress) ([]Target, error) {
+	lister := listerFunc(func(_ context.Context, paths []Path) ([]Target, error) {
 		return []Target{{Class: "contour-external", PodIPs: sets.New("127.0.0.2"), PodPort: port, ProxyProtocol: proxy.Load(),
-			URLs: []*url.URL{{Scheme: scheme, Host: ing.Spec.Rules[0].Hosts[0], Path: "/"}}}}, nil
+			URLs: []*url.URL{{Scheme: scheme, Host: paths[0].Host, Path: "/"}}}}, nil
 	})
 	p := New(zap.NewNop().Sugar(), lister, c.ready, Options{Key: testKey, InitialDelay: time.Millisecond,
 		BackoffInitial: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond})

@@ -74,3 +74,12 @@ func FromContext(ctx context.Context) Key {
 	k, _ := ctx.Value(keyCtx{}).(Key)
 	return k
 }
+
+// HashHeader is the response header every probe route of hitless's sets
+// (Envoy adds it to the backend's answer): the hash of the configuration the
+// pod serves, which the prober confirms. The backend's echo of
+// K-Network-Hash cannot carry it: that is Knative's hash of the KIngress
+// spec, which Knative's conformance suite checks, and it stays the same
+// when config-contour, config-network or a backend's port names change what
+// Envoy is asked to serve.
+const HashHeader = "Hitless-Hash"

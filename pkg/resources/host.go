@@ -12,7 +12,7 @@ import (
 
 // validHost checks a host the way Contour will, so that a bad host becomes a
 // condition on the KIngress rather than an invalid proxy.
-func validHost(h string, reservedOK bool) error {
+func validHost(h string) error {
 	if h == "" {
 		return fmt.Errorf("empty host")
 	}
@@ -22,7 +22,7 @@ func validHost(h string, reservedOK bool) error {
 	if errs := validation.IsDNS1123Subdomain(h); len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
-	if !reservedOK && (strings.HasSuffix(h, "."+names.WarmDomain) || h == names.WarmDomain) {
+	if strings.HasSuffix(h, "."+names.WarmDomain) || h == names.WarmDomain {
 		return fmt.Errorf("the domain %s is reserved for hitless's warm proxies", names.WarmDomain)
 	}
 	return nil

@@ -18,7 +18,6 @@ import (
 	"knative.dev/pkg/network"
 
 	"github.com/hitless/hitless/pkg/config"
-	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/probekey"
 	"github.com/hitless/hitless/pkg/resources/names"
 )
@@ -29,6 +28,9 @@ type Serving struct {
 	Proxies  []*contourv1.HTTPProxy
 	Backends ClassBackends
 	Hash     string
+	// Probes are what confirms the proxies on every Envoy pod: each path
+	// prefix of each host (ProbeTargets).
+	Probes []ProbeTarget
 }
 
 // SpecError is bad input in a KIngress spec that no retry can fix.
@@ -70,7 +72,7 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 	// The probe routes pass Knative's hash of the spec to the backend,
 	// which echoes it (Knative's contract, checked by its conformance
 	// suite), and answer with the hash of the proxies themselves in
-	// probe.HashHeader (what hitless's prober confirms, see servedHash).
+	// probekey.HashHeader (what hitless's prober confirms, see servedHash).
 	specHash, err := Hash(ing)
 	if err != nil {
 		return nil, err
@@ -125,6 +127,7 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 		// Read back off the proxy, as observed proxies are, so that a
 		// backend served now and the same one desired compare equal.
 		out.Backends.Add(k.class, BackendsOfProxy(p).UnsortedList()...)
+		out.Probes = append(out.Probes, probeTargetsOf(k, v, tls != nil, auth != nil)...)
 	}
 	out.Hash = servedHash(out.Proxies)
 	for _, p := range out.Proxies {
@@ -138,7 +141,7 @@ func MakeServing(ctx context.Context, ing *netv1alpha1.Ingress, resolve Resolver
 const pendingHash = "hitless-pending-hash"
 
 // servedHash is what a KIngress's probe routes answer with in
-// probe.HashHeader: a digest of everything Envoy is asked to serve for it
+// probekey.HashHeader: a digest of everything Envoy is asked to serve for it
 // (each proxy's spec, with the hash itself left out). Knative's hash of the
 // KIngress spec (K-Network-Hash, which the routes still pass to the backend
 // for it to echo) misses what
@@ -164,18 +167,20 @@ func servedHash(proxies []*contourv1.HTTPProxy) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// setHash puts the served hash in the proxy's annotation and its probe
-// routes' answers.
+// setHash puts the served hash in the proxy's annotation and wherever its
+// routes' header policies hold pendingHash: the probe routes' answers, and
+// the K-Network-Hash the warm routes pass to the backend.
 func setHash(p *contourv1.HTTPProxy, hash string) {
 	p.Annotations[AnnotationHash] = hash
 	for i := range p.Spec.Routes {
-		hp := p.Spec.Routes[i].ResponseHeadersPolicy
-		if hp == nil {
-			continue
-		}
-		for j := range hp.Set {
-			if hp.Set[j].Name == probe.HashHeader && hp.Set[j].Value == pendingHash {
-				hp.Set[j].Value = hash
+		for _, hp := range []*contourv1.HeadersPolicy{p.Spec.Routes[i].RequestHeadersPolicy, p.Spec.Routes[i].ResponseHeadersPolicy} {
+			if hp == nil {
+				continue
+			}
+			for j := range hp.Set {
+				if hp.Set[j].Value == pendingHash {
+					hp.Set[j].Value = hash
+				}
 			}
 		}
 	}
@@ -194,8 +199,6 @@ func Hash(ing *netv1alpha1.Ingress) (string, error) {
 // vhostsOf groups the paths of a KIngress by (class, host), expanding
 // cluster-local hosts, in a stable order.
 func vhostsOf(cfg *config.Contour, ing *netv1alpha1.Ingress) ([]vhostKey, map[vhostKey]*vhost, error) {
-	// The in-memory warm KIngress is the one place a reserved host is right.
-	_, warm := IsWarmKey(ing.Name)
 	vhosts := map[vhostKey]*vhost{}
 	for i, r := range ing.Spec.Rules {
 		if r.HTTP == nil {
@@ -216,7 +219,7 @@ func vhostsOf(cfg *config.Contour, ing *netv1alpha1.Ingress) ([]vhostKey, map[vh
 				hosts = ingress.ExpandedHosts(hosts)
 			}
 			for _, h := range sets.List(hosts) {
-				if err := validHost(h, warm); err != nil {
+				if err := validHost(h); err != nil {
 					return nil, nil, &SpecError{Reason: "InvalidHost", Message: fmt.Sprintf("spec.rules[%d]: host %q: %v", i, h, err)}
 				}
 				if vis == netv1alpha1.IngressVisibilityClusterLocal {
@@ -289,11 +292,19 @@ func ProbeTargets(ctx context.Context, ing *netv1alpha1.Ingress) ([]ProbeTarget,
 		if auth != nil && tls == nil {
 			return nil, authorizationNeedsTLS(ing, k.host)
 		}
-		for _, prefix := range prefixesOf(vhosts[k].paths) {
-			out = append(out, ProbeTarget{Class: k.class, Host: k.host, Path: prefix, TLS: tls != nil, SecureOnly: auth != nil})
-		}
+		out = append(out, probeTargetsOf(k, vhosts[k], tls != nil, auth != nil)...)
 	}
 	return out, nil
+}
+
+// probeTargetsOf lists the probe targets of one virtual host: one per path
+// prefix, each of which has a probe route (see makeRoutes).
+func probeTargetsOf(k vhostKey, v *vhost, tls, authorized bool) []ProbeTarget {
+	var out []ProbeTarget
+	for _, prefix := range prefixesOf(v.paths) {
+		out = append(out, ProbeTarget{Class: k.class, Host: k.host, Path: prefix, TLS: tls, SecureOnly: authorized})
+	}
+	return out
 }
 
 func prefixesOf(paths []netv1alpha1.HTTPIngressPath) []string {
@@ -398,7 +409,7 @@ func secretRef(proxyNS, ns, name string) string {
 //     redirect proves nothing about the route), skip the authorization
 //     server (the prober is no user of it), never retry (a probe must see
 //     what one try gets) and answer with the served hash in
-//     probe.HashHeader (set by setHash once the proxies are complete). They
+//     probekey.HashHeader (set by setHash once the proxies are complete). They
 //     drop the path's own header matches, which a probe does not carry, so
 //     every prefix is probeable; Contour orders them before Knative's of the
 //     same prefix, having more header conditions.
@@ -452,7 +463,7 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 			TimeoutPolicy:    route.TimeoutPolicy.DeepCopy(),
 			// Set, not appended: the backend sees Knative's hash alone.
 			RequestHeadersPolicy:  withoutToken(headersPolicy(withHash(p.AppendHeaders, specHash), p.RewriteHost)),
-			ResponseHeadersPolicy: headersPolicy(map[string]string{probe.HashHeader: pendingHash}, ""),
+			ResponseHeadersPolicy: headersPolicy(map[string]string{probekey.HashHeader: pendingHash}, ""),
 			// An authorized host is probed over HTTPS alone: Contour
 			// redirects every plain HTTP request of it.
 			PermitInsecure: tls && !authorized,

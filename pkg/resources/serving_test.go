@@ -24,7 +24,6 @@ import (
 	"knative.dev/pkg/kmeta"
 
 	"github.com/hitless/hitless/pkg/config"
-	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/probekey"
 	"github.com/hitless/hitless/pkg/resources/names"
 )
@@ -209,7 +208,7 @@ func specHash(ing *netv1alpha1.Ingress) string {
 }
 
 func servedHashAnswer(hash string) *contourv1.HeadersPolicy {
-	return &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: probe.HashHeader, Value: hash}}}
+	return &contourv1.HeadersPolicy{Set: []contourv1.HeaderValue{{Name: probekey.HashHeader, Value: hash}}}
 }
 
 func TestMakeServing(t *testing.T) {

@@ -452,25 +452,3 @@ func TestValidateSpecAccepts(t *testing.T) {
 		})
 	}
 }
-
-// TestValidateSpecAcceptsWarm checks that the synthetic warm KIngress the
-// prober is handed passes, as the KIngress it was made from did.
-func TestValidateSpecAcceptsWarm(t *testing.T) {
-	ing := kingress(func(ing *netv1alpha1.Ingress) {
-		path0(ing).RewriteHost = "hello.ns.svc.cluster.local"
-	})
-	s, err := MakeServing(bg(), ing, resolverOf(svc("blue")))
-	if err != nil {
-		t.Fatalf("MakeServing() = %v", err)
-	}
-	w, err := MakeWarm(bg(), ing, s.Backends, s.Backends, nil)
-	if err != nil {
-		t.Fatalf("MakeWarm() = %v", err)
-	}
-	if err := ValidateSpec(w.Probe); err != nil {
-		t.Errorf("ValidateSpec(warm) = %v, want nil", err)
-	}
-	if _, err := ProbeTargets(bg(), w.Probe); err != nil {
-		t.Errorf("ProbeTargets(warm) = %v, want nil", err)
-	}
-}

@@ -28,8 +28,8 @@ import (
 
 // Prober is the part of the prober (pkg/probe) the reconciler uses.
 type Prober interface {
-	IsReady(ctx context.Context, ing *v1alpha1.Ingress) (probe.Progress, error)
-	CancelIngressProbingByKey(key types.NamespacedName)
+	IsReady(ctx context.Context, round probe.Round) (probe.Progress, error)
+	Cancel(key probe.RoundKey)
 }
 
 // Reconciler implements the KIngress reconciler.

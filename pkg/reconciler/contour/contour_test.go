@@ -11,7 +11,7 @@ import (
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	rtesting "knative.dev/pkg/reconciler/testing"
 
-	"github.com/hitless/hitless/pkg/resources"
+	"github.com/hitless/hitless/pkg/probe"
 )
 
 // TestReconcile covers ReconcileKind itself (contour.go) and the generated
@@ -41,7 +41,8 @@ func TestReconcile(t *testing.T) {
 		Key:     "default/hello",
 		Objects: f.pods,
 		PostConditions: []func(*testing.T, *rtesting.TableRow){func(t *testing.T, row *rtesting.TableRow) {
-			want := []types.NamespacedName{{Namespace: testNS, Name: testName}, {Namespace: testNS, Name: testName + resources.WarmSuffix}}
+			key := types.NamespacedName{Namespace: testNS, Name: testName}
+			want := []probe.RoundKey{{NamespacedName: key}, {NamespacedName: key, Warm: true}}
 			if diff := cmp.Diff(want, row.OtherTestData[proberKey].(*fakeProber).cancelled); diff != "" {
 				t.Errorf("cancelled probing (-want, +got):\n%s", diff)
 			}

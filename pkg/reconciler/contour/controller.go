@@ -36,7 +36,6 @@ import (
 	"github.com/hitless/hitless/pkg/config"
 	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/probekey"
-	"github.com/hitless/hitless/pkg/resources"
 )
 
 // DefaultIngressClass is the KIngress class hitless serves unless told otherwise.
@@ -102,16 +101,15 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	r.enqueueAfter = impl.EnqueueAfter
 	r.tracker = impl.Tracker
 
-	// The prober calls back when a hash is confirmed on every pod; both the
-	// KIngress and its warm set map back to the KIngress key.
+	// The prober calls back when a round is confirmed on every pod; both
+	// rounds of a KIngress map back to its key.
 	probeOpts, err := probe.OptionsFromEnv(os.Getenv)
 	if err != nil {
 		logger.Fatalw("Invalid prober setting in the controller's environment", "error", err)
 	}
 	probeOpts.Key = probeKey
-	prober := probe.New(logger.Named("prober"), targets, func(key types.NamespacedName) {
-		name, _ := resources.IsWarmKey(key.Name)
-		impl.EnqueueKey(types.NamespacedName{Namespace: key.Namespace, Name: name})
+	prober := probe.New(logger.Named("prober"), targets, func(key probe.RoundKey) {
+		impl.EnqueueKey(key.NamespacedName)
 	}, probeOpts)
 	prober.Start(ctx.Done())
 	r.prober = prober

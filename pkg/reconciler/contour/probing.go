@@ -19,9 +19,9 @@ import (
 )
 
 // awaitProbe asks the prober whether every Envoy pod of each class in
-// awaited serves probeIng, and records what the rollout waits for when not.
-// It returns true once confirmed.
-func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ingress, awaited resources.ClassBackends,
+// awaited serves the round, and records what the rollout waits for when
+// not. It returns true once confirmed.
+func (r *Reconciler) awaitProbe(ctx context.Context, ing *v1alpha1.Ingress, round probe.Round, awaited resources.ClassBackends,
 	reason string, proxies []*contourv1.HTTPProxy) (bool, error) {
 	// Contour's own verdict first: an invalid proxy will never serve.
 	for _, p := range proxies {
@@ -36,11 +36,11 @@ func (r *Reconciler) awaitProbe(ctx context.Context, ing, probeIng *v1alpha1.Ing
 	} else if err != nil {
 		return false, err
 	}
-	progress, err := r.prober.IsReady(ctx, probeIng)
+	progress, err := r.prober.IsReady(ctx, round)
 	if waitsForFleet(ing, err) {
 		return false, nil
 	} else if err != nil {
-		return false, fmt.Errorf("failed to probe %s/%s: %w", probeIng.Namespace, probeIng.Name, err)
+		return false, fmt.Errorf("failed to probe %s: %w", round.Key, err)
 	}
 	if progress.Ready {
 		return true, nil
@@ -187,10 +187,24 @@ func describeWaiting(pods []probe.PodWait) string {
 // pod checks whether that pod still accepts connections.
 const notReadyRecheck = 2 * time.Second
 
-// cancelProbing drops the prober's state for a KIngress and its warm set.
+// cancelProbing drops the prober's rounds of a KIngress: its serving
+// proxies' and its warm set's.
 func (r *Reconciler) cancelProbing(key types.NamespacedName) {
-	r.prober.CancelIngressProbingByKey(key)
-	r.prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: key.Namespace, Name: key.Name + resources.WarmSuffix})
+	r.prober.Cancel(probe.RoundKey{NamespacedName: key})
+	r.prober.Cancel(probe.RoundKey{NamespacedName: key, Warm: true})
+}
+
+// roundOf is what the prober confirms of a KIngress's serving proxies
+// (warm false) or of its warm set: probes at hash.
+func roundOf(ing *v1alpha1.Ingress, warm bool, hash string, probes []resources.ProbeTarget) probe.Round {
+	r := probe.Round{
+		Key:  probe.RoundKey{NamespacedName: types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}, Warm: warm},
+		Hash: hash,
+	}
+	for _, t := range probes {
+		r.Paths = append(r.Paths, probe.Path{Class: t.Class, Host: t.Host, Prefix: t.Path, TLS: t.TLS, SecureOnly: t.SecureOnly})
+	}
+	return r
 }
 
 func backendStrings(c resources.ClassBackends) []string {
@@ -201,17 +215,4 @@ func backendStrings(c resources.ClassBackends) []string {
 		}
 	}
 	return out
-}
-
-// withExpectedHash is the KIngress as the prober is given it: with the hash
-// its serving proxies answer with (resources.servedHash), not the one of its
-// spec alone. A shallow copy: only the annotations are new.
-func withExpectedHash(ing *v1alpha1.Ingress, hash string) *v1alpha1.Ingress {
-	out := *ing
-	out.Annotations = make(map[string]string, len(ing.Annotations)+1)
-	for k, v := range ing.Annotations {
-		out.Annotations[k] = v
-	}
-	out.Annotations[probe.ExpectedHashAnnotation] = hash
-	return &out
 }

@@ -11,6 +11,7 @@ import (
 	"knative.dev/pkg/logging"
 
 	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/resources"
 	"github.com/hitless/hitless/pkg/rollout"
 )
@@ -30,7 +31,7 @@ func (r *Reconciler) switchServing(ctx context.Context, p *pass) (bool, error) {
 	if wrote {
 		// The warm round served its purpose; its prober state would
 		// otherwise stay in memory until the KIngress is deleted.
-		r.prober.CancelIngressProbingByKey(types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name + resources.WarmSuffix})
+		r.prober.Cancel(probe.RoundKey{NamespacedName: types.NamespacedName{Namespace: ing.Namespace, Name: ing.Name}, Warm: true})
 	}
 	for _, stale := range rollout.Stale(p.desired, p.obs.Serving) {
 		if err := r.deleteProxy(ctx, stale, "that left the spec"); err != nil {
@@ -48,8 +49,8 @@ func (r *Reconciler) switchServing(ctx context.Context, p *pass) (bool, error) {
 
 	if !p.wasReady || wrote {
 		p.readySince = time.Time{}
-		probeIng := withExpectedHash(ing, p.desired.Hash)
-		if done, err := r.awaitProbe(ctx, ing, probeIng, p.desired.Backends, ReasonSwitching, r.current(ing, p.desired.Proxies)); !done || err != nil {
+		round := roundOf(ing, false, p.desired.Hash, p.desired.Probes)
+		if done, err := r.awaitProbe(ctx, ing, round, p.desired.Backends, ReasonSwitching, r.current(ing, p.desired.Proxies)); !done || err != nil {
 			return false, err
 		}
 		r.metrics.phaseDone(ctx, ReasonSwitching, ing, r.clock())

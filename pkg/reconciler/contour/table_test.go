@@ -68,33 +68,26 @@ type fakeProber struct {
 	ready map[string]bool
 	// progress is what a round not ready reports, by hash.
 	progress  map[string]probe.Progress
-	cancelled []types.NamespacedName
+	cancelled []probe.RoundKey
 	// lister is the reconciler's target lister: as the real prober does,
 	// IsReady lists a round's targets first and returns the lister's error
 	// as it is.
 	lister probe.TargetLister
 }
 
-func (p *fakeProber) IsReady(ctx context.Context, ing *v1alpha1.Ingress) (probe.Progress, error) {
+func (p *fakeProber) IsReady(ctx context.Context, round probe.Round) (probe.Progress, error) {
 	if p.lister != nil {
-		if _, err := p.lister.ListProbeTargets(ctx, ing); err != nil {
+		if _, err := p.lister.ListProbeTargets(ctx, round.Paths); err != nil {
 			return probe.Progress{}, err
 		}
 	}
-	h := ing.Annotations[probe.ExpectedHashAnnotation]
-	if h == "" {
-		var err error
-		if h, err = resources.Hash(ing); err != nil {
-			return probe.Progress{}, err
-		}
-	}
-	if p.ready[h] {
+	if p.ready[round.Hash] {
 		return probe.Progress{Ready: true}, nil
 	}
-	return p.progress[h], nil
+	return p.progress[round.Hash], nil
 }
 
-func (p *fakeProber) CancelIngressProbingByKey(key types.NamespacedName) {
+func (p *fakeProber) Cancel(key probe.RoundKey) {
 	p.cancelled = append(p.cancelled, key)
 }
 

@@ -17,11 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	discoverylisters "k8s.io/client-go/listers/discovery/v1"
-	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 
 	"github.com/hitless/hitless/pkg/config"
 	"github.com/hitless/hitless/pkg/probe"
-	"github.com/hitless/hitless/pkg/resources"
 )
 
 // fleetPods are the Envoy pods of a fleet that must confirm a generation
@@ -271,27 +269,17 @@ func portName(svc *corev1.Service, number int32, name string) (string, bool) {
 	return "", false
 }
 
-// ListProbeTargets implements probe.TargetLister for serving KIngresses
-// and for the in-memory warm KIngress of a rollout. Every host is probed
-// over plain HTTP (its probe routes permit it whatever httpOption says);
-// a host that terminates TLS is probed over HTTPS as well, with its SNI,
-// since Envoy routes it through a route table of their own. A host behind
-// an authorization server is served over HTTPS only, and probed so. On a
-// fleet whose Envoy Service has no HTTP port, a TLS host is probed over
-// HTTPS only, and a host without TLS cannot be probed: that is an error
-// that names it. Every probe to a fleet with use-proxy-protocol starts its
-// connection with a PROXY protocol header.
-func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingress) ([]probe.Target, error) {
-	var targets []resources.ProbeTarget
-	var err error
-	if _, warm := resources.IsWarmKey(ing.Name); warm {
-		targets, err = resources.WarmProbeTargets(ctx, ing)
-	} else {
-		targets, err = resources.ProbeTargets(ctx, ing)
-	}
-	if err != nil {
-		return nil, err
-	}
+// ListProbeTargets implements probe.TargetLister: the paths of a round
+// (what MakeServing or MakeWarm listed) on the Envoy pods of their class.
+// Every host is probed over plain HTTP (its probe routes permit it whatever
+// httpOption says); a host that terminates TLS is probed over HTTPS as
+// well, with its SNI, since Envoy routes it through a route table of its
+// own. A host behind an authorization server is served over HTTPS only, and
+// probed so. On a fleet whose Envoy Service has no HTTP port, a TLS host is
+// probed over HTTPS only, and a host without TLS cannot be probed: that is
+// an error that names it. Every probe to a fleet with use-proxy-protocol
+// starts its connection with a PROXY protocol header.
+func (t *envoyTargets) ListProbeTargets(ctx context.Context, targets []probe.Path) ([]probe.Target, error) {
 	cfg := config.FromContextOrDefaults(ctx).Contour
 	fleets := map[string]config.Fleet{}
 	pods := map[string]fleetPods{}
@@ -325,10 +313,10 @@ func (t *envoyTargets) ListProbeTargets(ctx context.Context, ing *v1alpha1.Ingre
 				fleet.Service, tg.Host, errNoProbePort)
 		}
 		if !tg.SecureOnly && p.Port != "" {
-			plain[tg.Class] = append(plain[tg.Class], probe.URL("http", tg.Host, tg.Path))
+			plain[tg.Class] = append(plain[tg.Class], probe.URL("http", tg.Host, tg.Prefix))
 		}
 		if tg.TLS && p.TLSPort != "" {
-			secure[tg.Class] = append(secure[tg.Class], probe.URL("https", tg.Host, tg.Path))
+			secure[tg.Class] = append(secure[tg.Class], probe.URL("https", tg.Host, tg.Prefix))
 		}
 	}
 	classes := sets.List(sets.KeySet(pods))

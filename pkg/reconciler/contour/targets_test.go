@@ -22,6 +22,7 @@ import (
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 
 	"github.com/hitless/hitless/pkg/config"
+	"github.com/hitless/hitless/pkg/probe"
 	"github.com/hitless/hitless/pkg/probekey"
 	"github.com/hitless/hitless/pkg/resources"
 )
@@ -198,7 +199,7 @@ func TestAuthorizedHostsAreProbedOverHTTPSOnly(t *testing.T) {
 	ctx := context.Background()
 
 	targets, _ := fleetWithTLS(t, 8080, 8443, map[string]bool{"127.0.0.3": true})
-	got, err := targets.ListProbeTargets(ctx, ing)
+	got, err := targets.ListProbeTargets(ctx, servingPaths(t, ctx, ing))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func TestAuthorizedHostsAreProbedOverHTTPSOnly(t *testing.T) {
 	}
 
 	targets, _ = fleetWith(t, 8080, map[string]bool{"127.0.0.3": true})
-	if got, err := targets.ListProbeTargets(ctx, ing); err == nil || !strings.Contains(err.Error(), "no HTTPS port") {
+	if got, err := targets.ListProbeTargets(ctx, servingPaths(t, ctx, ing)); err == nil || !strings.Contains(err.Error(), "no HTTPS port") {
 		t.Errorf("ListProbeTargets without an HTTPS port = %+v, %v; want an error naming the missing HTTPS port", got, err)
 	}
 }
@@ -241,7 +242,7 @@ func TestHTTPSOnlyEnvoyService(t *testing.T) {
 	if got := targets.httpsOnly(cfg, []string{fleet.Class}); !got.Has(fleet.Class) {
 		t.Errorf("httpsOnly = %v, want %s in it", sets.List(got), fleet.Class)
 	}
-	got, err := targets.ListProbeTargets(ctx, secured)
+	got, err := targets.ListProbeTargets(ctx, servingPaths(t, ctx, secured))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +259,7 @@ func TestHTTPSOnlyEnvoyService(t *testing.T) {
 	if tls := warm.Proxies[0].Spec.VirtualHost.TLS; tls == nil || tls.SecretName != "cert" {
 		t.Errorf("warm proxy TLS = %+v, want the KIngress's own certificate, cert", tls)
 	}
-	got, err = targets.ListProbeTargets(ctx, warm.Probe)
+	got, err = targets.ListProbeTargets(ctx, roundOf(secured, true, warm.Hash, warm.Probes).Paths)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func TestHTTPSOnlyEnvoyService(t *testing.T) {
 
 	plain := secured.DeepCopy()
 	plain.Spec.Rules = append(plain.Spec.Rules, rule("plain.example.com"))
-	_, err = targets.ListProbeTargets(ctx, plain)
+	_, err = targets.ListProbeTargets(ctx, servingPaths(t, ctx, plain))
 	if !errors.Is(err, errNoProbePort) || !strings.Contains(err.Error(), "plain.example.com") || !strings.Contains(err.Error(), "contour-external/envoy") {
 		t.Errorf("ListProbeTargets with a host without TLS = %v, want errNoProbePort naming the host and the Service", err)
 	}
@@ -304,7 +305,7 @@ func TestProxyProtocolFleetTargetsSendTheHeader(t *testing.T) {
 			fleet.UseProxyProtocol = proxy
 			cfg := config.FromContextOrDefaults(context.Background())
 			cfg.Contour.Visibility[v1alpha1.IngressVisibilityExternalIP] = fleet
-			got, err := targets.ListProbeTargets(config.ToContext(context.Background(), cfg), ing)
+			got, err := targets.ListProbeTargets(config.ToContext(context.Background(), cfg), servingPaths(t, config.ToContext(context.Background(), cfg), ing))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -318,4 +319,15 @@ func TestProxyProtocolFleetTargetsSendTheHeader(t *testing.T) {
 			}
 		})
 	}
+}
+
+// servingPaths is what the prober is given to confirm of a KIngress's
+// serving proxies.
+func servingPaths(t *testing.T, ctx context.Context, ing *v1alpha1.Ingress) []probe.Path {
+	t.Helper()
+	ts, err := resources.ProbeTargets(ctx, ing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return roundOf(ing, false, "", ts).Paths
 }

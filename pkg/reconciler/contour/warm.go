@@ -37,7 +37,8 @@ func (r *Reconciler) warm(ctx context.Context, p *pass) (bool, error) {
 	if !p.plan.Probe {
 		return true, nil
 	}
-	if done, err := r.awaitProbe(ctx, p.ing, warm.Probe, p.plan.New, ReasonWarming, r.current(p.ing, warm.Proxies)); !done || err != nil {
+	round := roundOf(p.ing, true, warm.Hash, warm.Probes)
+	if done, err := r.awaitProbe(ctx, p.ing, round, p.plan.New, ReasonWarming, r.current(p.ing, warm.Proxies)); !done || err != nil {
 		return false, err
 	}
 	r.metrics.phaseDone(ctx, ReasonWarming, p.ing, r.clock())

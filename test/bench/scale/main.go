@@ -95,6 +95,9 @@ func main() {
 	}
 }
 
+// probeResults are the values of hitless_probe_sent_total's result label.
+var probeResults = []string{"confirmed", "not-programmed", "not-yet", "error"}
+
 // runSize is one run: n KIngresses to Ready, then roll of them at once, in
 // a namespace of its own that is gone again when it returns.
 func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, workers int, stackDir string, metricsPort int, wait time.Duration) result {
@@ -149,6 +152,13 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 		}
 		return total
 	}
+	scrapeLabeled := func(metric, label, value string) float64 {
+		total := 0.0
+		for _, r := range reps {
+			total += harness.ScrapeLabeled(r.metrics, metric, label, value)
+		}
+		return total
+	}
 	for _, r := range reps {
 		r.cpu0 = cpuSeconds(r.pid)
 		r.peak = newPeak(r.pid)
@@ -156,6 +166,10 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	writes0 := scrape("hitless_httpproxy_writes_total")
 	probes0 := scrape("hitless_probe_requests_total")
 	sent0 := scrape("hitless_probe_sent_total")
+	sent0By := map[string]float64{}
+	for _, result := range probeResults {
+		sent0By[result] = scrapeLabeled("hitless_probe_sent_total", "result", result)
+	}
 	api0 := mustAPIWrites(ctx, c)
 	procs0 := stackCPU()
 
@@ -168,6 +182,13 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	created := time.Since(start)
 	readyN := waitAll(ctx, c, ns, n, nil, wait)
 	allReady := time.Since(start)
+	// The prober's work to Ready: checks (a URL on a pod) and the probes
+	// they took, by answer.
+	checksReady := scrape("hitless_probe_requests_total") - probes0
+	sentReady := map[string]float64{}
+	for _, result := range probeResults {
+		sentReady[result] = scrapeLabeled("hitless_probe_sent_total", "result", result) - sent0By[result]
+	}
 	if readyN < n {
 		fmt.Fprintf(os.Stderr, "%d KIngresses created in %v, only %d Ready %v after the first create: giving up\n", n, created.Round(time.Millisecond), readyN, allReady.Round(time.Millisecond))
 	} else {
@@ -239,6 +260,15 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	row(fmt.Sprintf("%d simultaneous rollouts Ready (s)", roll), res.rolloutsCell())
 	row("HTTPProxies now / written (creates+updates)", fmt.Sprintf("%d / %.0f", len(proxies.Items), writes))
 	row("probe requests scheduled / sent", fmt.Sprintf("%.0f / %.0f", probes, sent))
+	if checksReady > 0 {
+		total := 0.0
+		var by []string
+		for _, result := range probeResults {
+			total += sentReady[result]
+			by = append(by, fmt.Sprintf("%s %.0f", result, sentReady[result]))
+		}
+		row("probes per check to Ready", fmt.Sprintf("%.2f (%.0f checks; %s)", total/checksReady, checksReady, strings.Join(by, ", ")))
+	}
 	row("API writes to Ready, all clients / KIngress", fmt.Sprintf("%.0f / %.1f", create.total(), res.writesPerKIngress))
 	row("  of them hitless's / KIngress", fmt.Sprintf("%.1f", res.ours))
 	row("  largest", strings.Join(create.top(6), ", "))
