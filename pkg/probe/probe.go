@@ -191,6 +191,10 @@ type PodWait struct {
 	// LastError is the last failed probe's answer ("503", "old hash", a
 	// dial error), empty before the first answer.
 	LastError string
+	// Behind: the pod has not answered yet, or its last answer says its
+	// routes predate the round's proxies (404, an older hash): it is
+	// waiting for Contour's push, nothing an operator can act on.
+	Behind bool
 }
 
 // Prober probes KIngresses on every Envoy pod. Its methods are safe for
@@ -284,6 +288,9 @@ type podProgress struct {
 	pending   int
 	since     time.Time
 	lastError string
+	// programmed is false until an answer says the pod has the round's
+	// routes (anything but 404 or an older hash).
+	programmed bool
 }
 
 // pod holds the connections to one Envoy pod and the probes queued for it.
@@ -494,7 +501,7 @@ func (p *Prober) progressLocked(r *round) Progress {
 			f.Confirmed++
 			continue
 		}
-		f.Waiting = append(f.Waiting, PodWait{IP: ip, For: now.Sub(pp.since), LastError: pp.lastError})
+		f.Waiting = append(f.Waiting, PodWait{IP: ip, For: now.Sub(pp.since), LastError: pp.lastError, Behind: !pp.programmed})
 	}
 	out := Progress{}
 	for _, f := range byClass {
@@ -672,6 +679,7 @@ func (p *Prober) run(pd *pod, c *check) {
 	}
 	if pp != nil {
 		pp.lastError = answer
+		pp.programmed = !errors.Is(err, errNotProgrammed)
 	}
 	c.attempts++
 	c.answered = p.now()

@@ -133,7 +133,7 @@ func envoyPodsChangeMidRollout(t *testing.T, phase string) {
 		t.Fatal(err)
 	}
 	waiting := func(pods int) func(*v1alpha1.Ingress) bool {
-		want := fmt.Sprintf("/%d Envoy pods of %s", pods, external)
+		want := fmt.Sprintf("%d Envoy pods of %s", pods, external)
 		return func(ing *v1alpha1.Ingress) bool {
 			_, reason, msg := condition(ing, v1alpha1.IngressConditionLoadBalancerReady)
 			return ing.Status.ObservedGeneration == ing.Generation && reason == phase && strings.Contains(msg, want) && strings.Contains(msg, ns+"/"+backend+":80")

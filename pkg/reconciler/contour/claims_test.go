@@ -32,7 +32,7 @@ func TestClaims(t *testing.T) {
 		Objects:     objs(f.pods, []runtime.Object{ing("blue"), service("blue"), f.otherClass, f.leftover}),
 		WantCreates: proxies(f.blueServing.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		// Two KIngresses raced for a host: the younger claim steps back and

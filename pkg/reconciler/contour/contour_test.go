@@ -90,7 +90,7 @@ func TestReconcile(t *testing.T) {
 			ing("blue", withStatus(ready, newGenerationFailed)), service("blue"),
 		}),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(ready, newGenerationFailed,
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
 	}}
 	table.Test(t, makeFactory())
 }

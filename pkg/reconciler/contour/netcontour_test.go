@@ -27,7 +27,7 @@ func TestNetContour(t *testing.T) {
 		}),
 		WantUpdates: []clientgotesting.UpdateActionImpl{update(f.adopted)},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(ready,
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		// Ours next to net-contour's for one host, Contour invalidating

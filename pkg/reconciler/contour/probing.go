@@ -109,11 +109,18 @@ func waitsForFleet(ing *v1alpha1.Ingress, err error) bool {
 	return true
 }
 
-// describeProgress is the condition message of a rollout that waits: per
-// fleet, how many Envoy pods confirmed, which backends they must serve and
-// who is waited on; and the longest wait of any pod.
+// describeProgress is the condition message of a rollout that waits, and
+// the longest wait of any pod. Until a wait is worth showing (shown), it
+// says only what is waited for: "waiting for 2 Envoy pods of
+// contour-external to serve default/green:80". It is status, and every
+// change of it an API write: counts that move as pods confirm would cost a
+// write at every reconcile (Contour's status writes on the proxies cause
+// one each). Once a wait is worth showing, it counts the pods that confirmed
+// and names the laggards: "1/2 Envoy pods of contour-external serve
+// default/green:80 (waiting: 10.244.0.7 for over 10s: 503)".
 func describeProgress(fleets []fleetWait, progress probe.Progress, awaited resources.ClassBackends) (string, time.Duration) {
-	var parts []string
+	byClass := map[string]probe.FleetProgress{}
+	showAny := false
 	var longest time.Duration
 	for _, f := range fleets {
 		fp := probe.FleetProgress{Class: f.class, Total: f.pods.IPs.Len()}
@@ -122,18 +129,51 @@ func describeProgress(fleets []fleetWait, progress probe.Progress, awaited resou
 				fp = got
 			}
 		}
+		byClass[f.class] = fp
+		for _, w := range fp.Waiting {
+			showAny = showAny || shown(w)
+			longest = max(longest, w.For)
+		}
+	}
+	var parts []string
+	for _, f := range fleets {
+		fp := byClass[f.class]
 		notReady := ""
 		if n := f.pods.NotReady.Len(); n > 0 {
 			notReady = fmt.Sprintf(" (%d not ready but still serving: %s)", n, strings.Join(sets.List(f.pods.NotReady), ", "))
 		}
-		parts = append(parts, fmt.Sprintf("%d/%d Envoy pods of %s%s serve %s%s", fp.Confirmed, fp.Total, f.class, notReady,
-			describe(backendStrings(resources.ClassBackends{f.class: awaited[f.class]})), describeWaiting(fp.Waiting)))
-		if len(fp.Waiting) > 0 && fp.Waiting[0].For > longest {
-			longest = fp.Waiting[0].For
+		backends := describe(backendStrings(resources.ClassBackends{f.class: awaited[f.class]}))
+		if !showAny {
+			parts = append(parts, fmt.Sprintf("waiting for %d Envoy pods of %s%s to serve %s", fp.Total, f.class, notReady, backends))
+			continue
 		}
+		var laggards []probe.PodWait
+		for _, w := range fp.Waiting {
+			if shown(w) {
+				laggards = append(laggards, w)
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%d/%d Envoy pods of %s%s serve %s%s", fp.Confirmed, fp.Total, f.class, notReady,
+			backends, describeWaiting(laggards)))
 	}
 	return strings.Join(parts, "; "), longest
 }
+
+// shown tells whether a pod's wait is worth a condition message that names
+// it: once it lasts progressRefresh, if its answer is one an operator may
+// act on (a 503, a refusal, no connection); a pod behind on Contour's
+// pushes (404, an older hash, no answer yet), as every pod is while Contour
+// takes in a thousand new proxies, only once it lasts behindShown.
+func shown(w probe.PodWait) bool {
+	if w.Behind {
+		return w.For >= behindShown
+	}
+	return w.For >= progressRefresh
+}
+
+// behindShown is how long a pod may wait for Contour's push before the
+// condition names it.
+const behindShown = time.Minute
 
 // progressRefresh is the wait after which a rollout's condition message
 // names how long its laggards wait, and is brought up to date by itself.

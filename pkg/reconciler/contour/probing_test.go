@@ -6,11 +6,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	clientgotesting "k8s.io/client-go/testing"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	rtesting "knative.dev/pkg/reconciler/testing"
 
 	"github.com/hitless/hitless/pkg/probe"
+	"github.com/hitless/hitless/pkg/resources"
 )
 
 // TestProbing covers the probe waits (probing.go): Contour's verdict on
@@ -70,7 +72,7 @@ func TestProbing(t *testing.T) {
 		}},
 		WantCreates: proxies(serving(t, ing("blue", withAuthorization)).Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withAuthorization, withStatus(
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}}
 	table.Test(t, makeFactory())
@@ -112,6 +114,37 @@ func TestDescribeWaiting(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := describeWaiting(tc.pods); got != tc.want {
 				t.Errorf("describeWaiting() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDescribeProgress: the message of a wait changes, and costs a status
+// write, only once a laggard is worth naming: 5 s of an answer an operator
+// can act on, or a minute behind Contour's pushes.
+func TestDescribeProgress(t *testing.T) {
+	fleets := []fleetWait{{class: "contour-external", pods: fleetPods{IPs: sets.New("10.244.0.7", "10.244.0.8"), NotReady: sets.New[string]()}}}
+	awaited := resources.ClassBackends{"contour-external": sets.New(resources.Backend{Namespace: "default", Name: "green", Port: 80})}
+	waitingOn := func(w probe.PodWait) probe.Progress {
+		return probe.Progress{Fleets: []probe.FleetProgress{{Class: "contour-external", Confirmed: 1, Total: 2, Waiting: []probe.PodWait{w}}}}
+	}
+	const quiet = "waiting for 2 Envoy pods of contour-external to serve default/green:80"
+	for _, tc := range []struct {
+		name     string
+		progress probe.Progress
+		want     string
+	}{
+		{"no answer yet", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 30 * time.Second, Behind: true}), quiet},
+		{"behind on pushes for 30s", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 30 * time.Second, LastError: "404", Behind: true}), quiet},
+		{"behind on pushes for a minute", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 61 * time.Second, LastError: "404", Behind: true}),
+			"1/2 Envoy pods of contour-external serve default/green:80 (waiting: 10.244.0.7 for over 40s: 404)"},
+		{"a 503 for 2s", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 2 * time.Second, LastError: "503"}), quiet},
+		{"a 503 for 6s", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 6 * time.Second, LastError: "503"}),
+			"1/2 Envoy pods of contour-external serve default/green:80 (waiting: 10.244.0.7 for over 5s: 503)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, _ := describeProgress(fleets, tc.progress, awaited); got != tc.want {
+				t.Errorf("describeProgress() = %q, want %q", got, tc.want)
 			}
 		})
 	}

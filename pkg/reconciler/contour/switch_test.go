@@ -30,7 +30,7 @@ func TestSwitch(t *testing.T) {
 		}),
 		WantCreates: proxies(f.blueServing.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withStatus(
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		// Once every Envoy pod serves the warm backend, the serving proxy
@@ -43,7 +43,7 @@ func TestSwitch(t *testing.T) {
 		OtherTestData: map[string]interface{}{proberKey: &fakeProber{ready: map[string]bool{f.warmGreen.Hash: true}}},
 		WantUpdates:   []clientgotesting.UpdateActionImpl{update(f.greenServing.Proxies[0])},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/green:80"))))},
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/green:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		// Ready with its proxies current: nothing is written, nothing
@@ -64,7 +64,7 @@ func TestSwitch(t *testing.T) {
 		WantUpdates: []clientgotesting.UpdateActionImpl{update(f.oneHostServing.Proxies[0])},
 		WantDeletes: deletesOfMissing(f.twoHostServing.Proxies, f.oneHostServing.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withHosts("a.example.com"), withStatus(
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		// A config-contour change of what the routes do (retries off)
@@ -80,7 +80,7 @@ func TestSwitch(t *testing.T) {
 			proberKey: &fakeProber{ready: map[string]bool{f.greenServing.Hash: true}}},
 		WantUpdates: []clientgotesting.UpdateActionImpl{update(f.greenNoRetries.Proxies[0])},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/green:80"))))},
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/green:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		// Serving proxies without net-contour's labels, as written before
@@ -124,7 +124,7 @@ func TestSwitch(t *testing.T) {
 		}),
 		WantCreates: proxies(f.clusterDomainServing.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(clusterDomainHost(withStatus(
-			waiting(ReasonSwitching, "0/1 Envoy pods of contour-internal serve default/blue:80"))))},
+			waiting(ReasonSwitching, "waiting for 1 Envoy pods of contour-internal to serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		// Authorization added to a served KIngress updates its serving proxy
@@ -137,7 +137,7 @@ func TestSwitch(t *testing.T) {
 		}),
 		WantUpdates: []clientgotesting.UpdateActionImpl{update(serving(t, ing("blue", withAuthorization)).Proxies[0])},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withAuthorization, withStatus(ready,
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}, {
 		// An ACME challenge path added to a served KIngress updates its
@@ -151,7 +151,7 @@ func TestSwitch(t *testing.T) {
 		}),
 		WantUpdates: []clientgotesting.UpdateActionImpl{update(serving(t, ing("blue", withChallenge)).Proxies[0])},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("blue", withChallenge, withStatus(ready,
-			waiting(ReasonSwitching, "0/2 Envoy pods of contour-external serve default/blue:80"))))},
+			waiting(ReasonSwitching, "waiting for 2 Envoy pods of contour-external to serve default/blue:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonSwitching, "Serving proxies switched to generation 2")},
 	}}
 	table.Test(t, makeFactory())

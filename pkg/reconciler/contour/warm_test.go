@@ -31,7 +31,7 @@ func TestWarm(t *testing.T) {
 		WantCreates: proxies(f.warmGreen.Proxies),
 		// The load balancers stay published: the old backend still serves.
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
-			waiting(ReasonWarming, "0/2 Envoy pods of contour-external serve default/green:80"))))},
+			waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/green:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/green:80")},
 	}, {
 		// An HTTPS-only Envoy Service: the prober reaches its pods over
@@ -45,7 +45,7 @@ func TestWarm(t *testing.T) {
 		}),
 		WantCreates: proxies(f.warmGreenCert.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withCert, withStatus(ready,
-			waiting(ReasonWarming, "0/2 Envoy pods of contour-external serve default/green:80"))))},
+			waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/green:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/green:80")},
 	}, {
 		// Without a certificate there is nothing to warm over HTTPS with:
@@ -94,7 +94,7 @@ func TestWarm(t *testing.T) {
 		OtherTestData: map[string]interface{}{configKey: f.internalTLS},
 		WantCreates:   proxies(f.warmGreenTLS.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
-			waiting(ReasonWarming, "0/2 Envoy pods of contour-external serve default/green:80 (tls)"))))},
+			waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/green:80 (tls)"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80 (tls), default/green:80 (tls)")},
 	}, {
 		// A DomainMapping's fresh ExternalName backend is warmed like any
@@ -107,7 +107,7 @@ func TestWarm(t *testing.T) {
 		}),
 		WantCreates: proxies(f.warmMapped.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(mapped(withStatus(ready,
-			waiting(ReasonWarming, "0/2 Envoy pods of contour-external serve default/mapped:80 as Host "+privateHost))))},
+			waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/mapped:80 as Host "+privateHost))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/mapped:80 as Host "+privateHost)},
 	}, {
 		// A route behind rewriteHost moving to another Service holds the
@@ -122,7 +122,7 @@ func TestWarm(t *testing.T) {
 		WantCreates: proxies(warm(t, f.remapped, rewritten("mapped", "mapped2"), rewritten("mapped2")).Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("mapped2", func(i *v1alpha1.Ingress) {
 			i.Spec.Rules[0].HTTP.Paths[0].RewriteHost = privateHost
-		}, withStatus(waiting(ReasonWarming, "0/2 Envoy pods of contour-external serve default/mapped2:80 as Host "+privateHost))))},
+		}, withStatus(waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/mapped2:80 as Host "+privateHost))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming,
 			"Warm proxies reference default/mapped:80 as Host %s, default/mapped2:80 as Host %s", privateHost, privateHost)},
 	}, {
@@ -147,7 +147,7 @@ func TestWarm(t *testing.T) {
 		}),
 		WantCreates: proxies(f.warmGreen.Proxies),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(ready,
-			waiting(ReasonWarming, "0/2 Envoy pods of contour-external serve default/green:80"))))},
+			waiting(ReasonWarming, "waiting for 2 Envoy pods of contour-external to serve default/green:80"))))},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, ReasonWarming, "Warm proxies reference default/blue:80, default/green:80")},
 	}}
 	table.Test(t, makeFactory())
