@@ -191,9 +191,10 @@ type PodWait struct {
 	// LastError is the last failed probe's answer ("503", "old hash", a
 	// dial error), empty before the first answer.
 	LastError string
-	// Behind: the pod has not answered yet, or its last answer says its
-	// routes predate the round's proxies (404, an older hash): it is
-	// waiting for Contour's push, nothing an operator can act on.
+	// Behind: the pod has not answered yet, or its last answer says it
+	// has not the round's configuration yet (404, an older hash, 503) and
+	// it serves no later round either: it is waiting for Contour's push,
+	// nothing an operator can act on yet.
 	Behind bool
 }
 
@@ -288,9 +289,10 @@ type podProgress struct {
 	pending   int
 	since     time.Time
 	lastError string
-	// programmed is false until an answer says the pod has the round's
-	// routes (anything but 404 or an older hash).
-	programmed bool
+	// behind: the last answer says the pod has not the round's
+	// configuration yet, and nothing says it is more than Contour's
+	// pushes still to come (see pod.gates).
+	behind bool
 }
 
 // pod holds the connections to one Envoy pod and the probes queued for it.
@@ -312,15 +314,23 @@ type pod struct {
 	// it has seen and each Envoy pod applies a push whole, so on one pod a
 	// check whose proxies were written earlier is served no later than one
 	// written after it. gates are the checks whose last answer says the
-	// pod's routes predate their proxies (404, an older hash); while one
-	// is pending, the checks of later rounds (a higher seq) need not be
-	// probed: they wait in held, and only the oldest gate is probed, on
-	// its back-off. When any check of the pod is served, the pod took a
-	// push: held checks answered before that probe went out are probed
-	// again, once. Answers that say something else (503, 401, no answer)
-	// never hold anyone back, nor does a stuck check.
+	// pod has not their configuration yet (404, an older hash, 503: no
+	// route, the previous one, or a route whose cluster has no endpoint
+	// yet); while one is pending, the checks of later rounds (a higher
+	// seq) need not be probed: they wait in held, and only the oldest gate
+	// and the youngest pending check (the scout, never held) are probed,
+	// each on its back-off. When any check of the pod is served, the pod
+	// took a push: held checks answered before that probe went out are
+	// probed again, once. A gate the pod still does not serve after it
+	// served a later round is stuck (its backend has no endpoint, say) and
+	// holds no one; answers that say something else (401, 403, no answer)
+	// never hold anyone back.
 	gates map[*check]struct{}
 	held  map[*check]struct{}
+	// pending are the checks of the pod not served yet; youngest is the
+	// one of the latest round among them.
+	pending  map[*check]struct{}
+	youngest *check
 	// newest is the highest seq the pod served, and when the probe that
 	// showed it was sent.
 	newest     uint64
@@ -501,7 +511,7 @@ func (p *Prober) progressLocked(r *round) Progress {
 			f.Confirmed++
 			continue
 		}
-		f.Waiting = append(f.Waiting, PodWait{IP: ip, For: now.Sub(pp.since), LastError: pp.lastError, Behind: !pp.programmed})
+		f.Waiting = append(f.Waiting, PodWait{IP: ip, For: now.Sub(pp.since), LastError: pp.lastError, Behind: pp.behind || pp.lastError == ""})
 	}
 	out := Progress{}
 	for _, f := range byClass {
@@ -555,7 +565,29 @@ func (p *Prober) enqueueLocked(c *check, after time.Duration) {
 	}
 	pd.refs++
 	pd.lastUsed = p.now()
+	pd.pending[c] = struct{}{}
+	if pd.youngest == nil || c.round.seq > pd.youngest.round.seq {
+		pd.youngest = c
+	}
 	pd.queue.AddAfter(c, after)
+}
+
+// settledLocked: c is no longer pending on its pod (served, or gone).
+func (p *Prober) settledLocked(pd *pod, c *check) {
+	delete(pd.pending, c)
+	if pd.youngest != c {
+		return
+	}
+	pd.youngest = nil
+	for o := range pd.pending {
+		if pd.youngest == nil || o.round.seq > pd.youngest.round.seq {
+			pd.youngest = o
+		}
+	}
+	if pd.youngest != nil && pd.youngest.held {
+		// The new scout is never held.
+		p.unholdLocked(pd, pd.youngest, true)
+	}
 }
 
 func (p *Prober) newPod(ip string) *pod {
@@ -595,6 +627,7 @@ func (p *Prober) newPod(ip string) *pod {
 		proxyTLS:   transport(insecure(), true),
 		gates:      map[*check]struct{}{},
 		held:       map[*check]struct{}{},
+		pending:    map[*check]struct{}{},
 	}
 	for range p.opts.PerPod {
 		go p.work(pd)
@@ -621,7 +654,7 @@ func (p *Prober) run(pd *pod, c *check) {
 		p.mu.Unlock()
 		return
 	}
-	if !c.pass && p.behindGateLocked(pd, c) {
+	if !c.pass && c != pd.youngest && p.behindGateLocked(pd, c) {
 		// Parked, not probed: its pod's routes predate an older check's
 		// proxies, so they predate this one's too. The reference stays
 		// with the parked check.
@@ -653,6 +686,7 @@ func (p *Prober) run(pd *pod, c *check) {
 		c.attempts = -1
 		pd.refs--
 		p.ungateLocked(pd, c)
+		p.settledLocked(pd, c)
 		p.servedLocked(pd, c, sent)
 		if pp != nil {
 			pp.pending--
@@ -677,10 +711,6 @@ func (p *Prober) run(pd *pod, c *check) {
 	default:
 		p.metrics.sent("not-yet")
 	}
-	if pp != nil {
-		pp.lastError = answer
-		pp.programmed = !errors.Is(err, errNotProgrammed)
-	}
 	c.attempts++
 	c.answered = p.now()
 	switch {
@@ -692,6 +722,10 @@ func (p *Prober) run(pd *pod, c *check) {
 		p.ungateLocked(pd, c)
 	case !c.stuck:
 		p.gateLocked(pd, c)
+	}
+	if pp != nil {
+		pp.lastError = answer
+		pp.behind = c.gate
 	}
 	var waited time.Duration
 	if pp != nil {
@@ -716,32 +750,13 @@ func (p *Prober) behindGateLocked(pd *pod, c *check) bool {
 }
 
 // gateLocked makes c a gate of its pod: it holds the checks of later
-// rounds. Being the oldest gate long enough (scoutAfter attempts), it also
-// sends a scout: the held check of the latest round, probed once. Should
-// the gate be stuck, the pod serves the scout, and that releases everyone.
+// rounds.
 func (p *Prober) gateLocked(pd *pod, c *check) {
 	if !c.gate {
 		c.gate = true
 		pd.gates[c] = struct{}{}
 	}
-	if c.attempts < scoutAfter || p.behindGateLocked(pd, c) {
-		return
-	}
-	var scout *check
-	for h := range pd.held {
-		if scout == nil || h.round.seq > scout.round.seq {
-			scout = h
-		}
-	}
-	if scout != nil {
-		p.unholdLocked(pd, scout, true)
-	}
 }
-
-// scoutAfter is how many "not programmed yet" answers the oldest gate of a
-// pod gets before each of its probes sends a scout along: a push takes
-// Contour a DAG rebuild at least, so the first few answers say nothing.
-const scoutAfter = 3
 
 // ungateLocked: c holds no one any more. The checks it held go back to the
 // queue, where those still behind another gate park again, unprobed.
@@ -802,6 +817,9 @@ func (p *Prober) forgetLocked(c *check) {
 		pd.refs--
 	}
 	p.ungateLocked(pd, c)
+	if _, ok := pd.pending[c]; ok {
+		p.settledLocked(pd, c)
+	}
 }
 
 // backoff is the wait before attempt n+1 of a URL the pod has not served
@@ -877,9 +895,11 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 		// No route yet (or none for this host at all).
 		return "404", errNotProgrammed
 	case http.StatusServiceUnavailable:
-		// A route without a healthy endpoint yet: EDS comes apart from
-		// the routes, and a backend may have no endpoint at all.
-		return "503", errNotYet
+		// A route whose cluster Envoy has not, or has without an
+		// endpoint yet: clusters and endpoints come apart from the
+		// routes. A backend without any endpoint answers so too; its
+		// check is found stuck once the pod serves a later round.
+		return "503", errNotProgrammed
 	case http.StatusBadRequest:
 		if c.proxy {
 			// Envoy answers 400 to a PROXY header it does not expect (the
@@ -907,9 +927,10 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 
 var errNotYet = errors.New("not served yet")
 
-// errNotProgrammed is a "not served yet" that says the pod's routes predate
-// the check's proxies: no route for them, or the previous hash.
-var errNotProgrammed = fmt.Errorf("%w: the pod's routes predate the proxies", errNotYet)
+// errNotProgrammed is a "not served yet" that says the pod has not the
+// check's configuration yet: no route for it, the previous hash, or a
+// route whose cluster has no endpoint yet.
+var errNotProgrammed = fmt.Errorf("%w: the pod has not the proxies' configuration yet", errNotYet)
 
 // What a pod's answer, or its silence, most likely means when it and
 // config-contour's use-proxy-protocol disagree.

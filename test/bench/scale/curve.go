@@ -86,14 +86,16 @@ func writeSideBySide(w io.Writer, byMode map[string][]result) {
 			}
 			r := byMode[mode][i]
 			if mode == modeFloor {
-				fmt.Fprintf(w, "| %d | %s | %s | - | - | - |\n", r.n, mode, r.allReadyCell())
+				fmt.Fprintf(w, "| %d | %s | %s | %s | - | - |\n", r.n, mode, r.allReadyCell(), r.rolloutsCell())
 				continue
 			}
 			fmt.Fprintf(w, "| %d | %s | %s | %s | %.0f | %.1f |\n", r.n, mode, r.allReadyCell(), r.rolloutsCell(), r.rss, r.cpu)
 		}
 		if i < len(byMode[modeFloor]) {
 			fl := byMode[modeFloor][i]
-			fmt.Fprintf(w, "ratio at %d: all Ready hitless/floor %s (target <= 1.3)\n", h.n, ratio(h.allReady, fl.allReady, h.readyN == h.n, fl.readyN == fl.n))
+			fmt.Fprintf(w, "ratio at %d: all Ready hitless/floor %s (target <= 1.2); %d rollouts hitless/floor %s (target <= 2.2)\n", h.n,
+				ratio(h.allReady, fl.allReady, h.readyN == h.n, fl.readyN == fl.n),
+				h.roll, ratio(h.rollouts, fl.rollouts, h.rolledN == h.roll, fl.rolledN == fl.roll))
 		}
 	}
 }

@@ -136,7 +136,7 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	// finish, so that the API writes counted below are the KIngresses'.
 	waitSlices(ctx, c, ns, n+roll)
 	if mode == modeFloor {
-		r := runFloor(ctx, c, ns, n, workers, svc, wait)
+		r := runFloor(ctx, c, ns, n, roll, workers, svc, wait)
 		r.mode = mode
 		return r
 	}
