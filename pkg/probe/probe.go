@@ -732,6 +732,12 @@ func (p *Prober) run(pd *pod, c *check) {
 		waited = p.now().Sub(pp.since)
 	}
 	delay := p.backoff(c.attempts, waited)
+	if c.gate && (c == pd.youngest || p.headLocked(pd) == c) {
+		// The head and the scout are the pod's only probes while it is
+		// behind: how soon they see a push is how soon every held
+		// check goes.
+		delay = min(delay, p.opts.BackoffSteady)
+	}
 	pd.lastUsed = p.now()
 	// The reference moves to the next attempt.
 	pd.queue.AddAfter(c, delay)
@@ -741,12 +747,19 @@ func (p *Prober) run(pd *pod, c *check) {
 // behindGateLocked tells whether a gate of an earlier round waits on the
 // pod.
 func (p *Prober) behindGateLocked(pd *pod, c *check) bool {
+	h := p.headLocked(pd)
+	return h != nil && h.round.seq < c.round.seq
+}
+
+// headLocked is the pod's oldest gate: the frontier of what it serves.
+func (p *Prober) headLocked(pd *pod) *check {
+	var head *check
 	for g := range pd.gates {
-		if g.round.seq < c.round.seq {
-			return true
+		if head == nil || g.round.seq < head.round.seq {
+			head = g
 		}
 	}
-	return false
+	return head
 }
 
 // gateLocked makes c a gate of its pod: it holds the checks of later
@@ -758,37 +771,50 @@ func (p *Prober) gateLocked(pd *pod, c *check) {
 	}
 }
 
-// ungateLocked: c holds no one any more. The checks it held go back to the
-// queue, where those still behind another gate park again, unprobed.
+// ungateLocked: c holds no one any more. When it was the head, the held
+// checks older than the new head (all, without one) go back to the queue;
+// none is probed for it: each was held for an answer that still stands.
 func (p *Prober) ungateLocked(pd *pod, c *check) {
 	if !c.gate {
 		return
 	}
+	wasHead := p.headLocked(pd) == c
 	c.gate = false
 	delete(pd.gates, c)
+	if !wasHead {
+		return
+	}
+	head := p.headLocked(pd)
 	for h := range pd.held {
-		p.unholdLocked(pd, h, false)
+		if head == nil || h.round.seq <= head.round.seq {
+			p.unholdLocked(pd, h, false)
+		}
 	}
 }
 
-// servedLocked: the pod served c, probed at sent, so it took a push since
-// any answer that came before sent. The checks held with such an answer,
-// or none yet, get one probe each, and a gate with such an answer is
-// probed now rather than at the end of its back-off.
+// servedLocked: the pod served c, probed at sent, so it took a push that
+// has c's round and, Contour's configuration being whole, every earlier
+// one. The held checks of those rounds answered before sent (or not at
+// all) get one probe each; the head, if it answered before sent, is probed
+// now rather than at the end of its back-off, to find how far the push
+// goes. Later rounds stay held: the head or the scout tells when the pod
+// has them.
 func (p *Prober) servedLocked(pd *pod, c *check, sent time.Time) {
 	if c.round.seq > pd.newest {
 		pd.newest, pd.newestSent = c.round.seq, sent
 	}
 	for h := range pd.held {
-		if h.answered.Before(sent) {
+		if h.round.seq <= c.round.seq && h.answered.Before(sent) {
 			p.unholdLocked(pd, h, true)
 		}
 	}
-	for g := range pd.gates {
-		if !g.probing && g.answered.Before(sent) {
-			g.pass = true
+	if head := p.headLocked(pd); head != nil && !head.probing && head.answered.Before(sent) {
+		if head.held {
+			p.unholdLocked(pd, head, true)
+		} else {
+			head.pass = true
 			// Already queued: this only moves it up.
-			pd.queue.AddAfter(g, 0)
+			pd.queue.AddAfter(head, 0)
 		}
 	}
 }
