@@ -95,6 +95,10 @@ func main() {
 	}
 }
 
+// restBeforeRollouts is the quiet spell between all Ready (all served, for
+// the floor) and the rollouts, in every mode.
+const restBeforeRollouts = 20 * time.Second
+
 // probeResults are the values of hitless_probe_sent_total's result label.
 var probeResults = []string{"confirmed", "not-programmed", "not-yet", "error"}
 
@@ -200,7 +204,7 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 
 	// Once all are Ready nothing should be written but leases: status-only
 	// reconciles (resyncs, EndpointSlice events) must not cost API writes.
-	const rest = 20 * time.Second
+	rest := restBeforeRollouts
 	time.Sleep(rest)
 	atRest := mustAPIWrites(ctx, c).since(apiReady)
 	restOurs := ours(atRest)

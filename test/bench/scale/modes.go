@@ -219,6 +219,10 @@ func runFloor(ctx context.Context, c *harness.Clients, ns string, n, roll, worke
 	r := result{n: n, allReady: allServed.Seconds(), readyN: served, roll: roll}
 
 	if served == n && roll > 0 {
+		// The same quiet spell as hitless's mode has between all Ready
+		// and its rollouts (runSize's rest): Contour is still writing
+		// the status of thousands of proxies when they are all served.
+		time.Sleep(restBeforeRollouts)
 		token, err := key.Token(ns)
 		if err != nil {
 			fail(err)
