@@ -111,12 +111,13 @@ type Options struct {
 	// InitialDelay is how long after a round starts its first probes go:
 	// Contour needs at least its DAG rebuild to push anything.
 	InitialDelay time.Duration
-	// BackoffInitial and BackoffMax bound the wait before a URL is probed
-	// again on a pod. Each failure doubles it up to BackoffSteady; from
-	// then on it is a tenth of how long the pod has waited for the URL, at
-	// most BackoffMax. Up to a quarter of it is added at random so retries
-	// of many KIngresses spread out.
-	BackoffInitial, BackoffSteady, BackoffMax time.Duration
+	// BackoffInitial, BackoffFast, BackoffSteady and BackoffMax shape the
+	// wait before a URL is probed again on a pod, from how long the pod
+	// has waited for it: every BackoffInitial for the first BackoffFast,
+	// then a quarter of the wait up to BackoffSteady, then a tenth of it
+	// up to BackoffMax. Up to a quarter of it is added at random so
+	// retries of many KIngresses spread out.
+	BackoffInitial, BackoffFast, BackoffSteady, BackoffMax time.Duration
 	// Timeout bounds one probe request.
 	Timeout time.Duration
 	// PerPod is how many probes are in flight to one pod at most.
@@ -128,17 +129,18 @@ type Options struct {
 	Key probekey.Key
 }
 
-// Defaults. A rollout is probed at least every second for its first ten
-// seconds: a longer wait there is time added to every rollout that waited
-// on a busy Contour (Knative's cap is 30 s). A URL that waits longer is
-// probed less often, at most a tenth of its wait later than it could have
-// been confirmed: 1,000 KIngresses created at once wait for minutes on
-// this project's 2-core benchmark machine, and a probe every second of
-// each URL on each pod was most of the probes sent, answered by the same
-// Envoy that was busy taking in the new configuration.
+// Defaults. A lone rollout is served by an idle Contour and Envoy within
+// Contour's hold-off (100 ms) and one push: a round starts probing at once
+// and retries every 25 ms for its first 300 ms, so it is confirmed within
+// 25 ms of being served. Then retries stretch to a quarter of the wait,
+// and from a second on to a tenth of it, at most 5 s later than it could
+// have been confirmed. On a busy pod (1,000 KIngresses created at once)
+// only the oldest unserved round and the latest are probed (pod.gates), so
+// these retries stay few.
 const (
-	DefaultInitialDelay   = 100 * time.Millisecond
-	DefaultBackoffInitial = 50 * time.Millisecond
+	DefaultInitialDelay   = 20 * time.Millisecond
+	DefaultBackoffInitial = 25 * time.Millisecond
+	DefaultBackoffFast    = 300 * time.Millisecond
 	DefaultBackoffSteady  = time.Second
 	DefaultBackoffMax     = 5 * time.Second
 	DefaultTimeout        = time.Second
@@ -154,6 +156,7 @@ func (o Options) withDefaults() Options {
 	}
 	def(&o.InitialDelay, DefaultInitialDelay)
 	def(&o.BackoffInitial, DefaultBackoffInitial)
+	def(&o.BackoffFast, DefaultBackoffFast)
 	def(&o.BackoffSteady, DefaultBackoffSteady)
 	def(&o.BackoffMax, DefaultBackoffMax)
 	def(&o.Timeout, DefaultTimeout)
@@ -731,7 +734,7 @@ func (p *Prober) run(pd *pod, c *check) {
 	if pp != nil {
 		waited = p.now().Sub(pp.since)
 	}
-	delay := p.backoff(c.attempts, waited)
+	delay := p.backoff(waited)
 	if c.gate && (c == pd.youngest || p.headLocked(pd) == c) {
 		// The head and the scout are the pod's only probes while it is
 		// behind: how soon they see a push is how soon every held
@@ -848,16 +851,16 @@ func (p *Prober) forgetLocked(c *check) {
 	}
 }
 
-// backoff is the wait before attempt n+1 of a URL the pod has not served
-// for waited: doubling from BackoffInitial up to BackoffSteady, then a
-// tenth of waited if that is longer, at most BackoffMax; plus up to a
-// quarter at random.
-func (p *Prober) backoff(n int, waited time.Duration) time.Duration {
+// backoff is the wait before a URL the pod has not served for waited is
+// probed again: BackoffInitial during the first BackoffFast, then a quarter
+// of waited up to BackoffSteady, then a tenth of it if that is longer, at
+// most BackoffMax; plus up to a quarter at random.
+func (p *Prober) backoff(waited time.Duration) time.Duration {
 	d := p.opts.BackoffInitial
-	for i := 1; i < n && d < p.opts.BackoffSteady; i++ {
-		d *= 2
+	if waited >= p.opts.BackoffFast {
+		d = min(max(waited/4, d), p.opts.BackoffSteady)
+		d = max(d, waited/10)
 	}
-	d = max(min(d, p.opts.BackoffSteady), waited/10)
 	d = min(d, p.opts.BackoffMax)
 	return d + time.Duration(rand.Int64N(int64(d)/4+1))
 }

@@ -405,27 +405,26 @@ func TestBackoff(t *testing.T) {
 	// the wait, as before waits stretched the back-off.
 	capped := New(zap.NewNop().Sugar(), &fleet{}, func(RoundKey) {}, Options{Key: testKey, BackoffMax: time.Second})
 	for _, tc := range []struct {
-		name    string
-		p       *Prober
-		attempt int
-		waited  time.Duration
-		base    time.Duration
+		name   string
+		p      *Prober
+		waited time.Duration
+		base   time.Duration
 	}{
-		{"first retry", defaults, 1, 0, 50 * time.Millisecond},
-		{"doubles", defaults, 2, 100 * time.Millisecond, 100 * time.Millisecond},
-		{"doubles again", defaults, 3, 300 * time.Millisecond, 200 * time.Millisecond},
-		{"still doubling", defaults, 5, 1500 * time.Millisecond, 800 * time.Millisecond},
-		{"steady at a second", defaults, 6, 3 * time.Second, time.Second},
-		{"steady for the first ten seconds", defaults, 15, 9 * time.Second, time.Second},
-		{"a tenth of a long wait", defaults, 30, 30 * time.Second, 3 * time.Second},
-		{"at most the cap", defaults, 60, 3 * time.Minute, 5 * time.Second},
-		{"a cap of a second keeps a second", capped, 60, 3 * time.Minute, time.Second},
-		{"a cap below a second caps the doubling", New(zap.NewNop().Sugar(), &fleet{}, func(RoundKey) {}, Options{Key: testKey, BackoffMax: 200 * time.Millisecond}), 5, time.Second, 200 * time.Millisecond},
+		{"first retry", defaults, 0, 25 * time.Millisecond},
+		{"fast for the first 300ms", defaults, 250 * time.Millisecond, 25 * time.Millisecond},
+		{"then a quarter of the wait", defaults, 400 * time.Millisecond, 100 * time.Millisecond},
+		{"a quarter of two seconds", defaults, 2 * time.Second, 500 * time.Millisecond},
+		{"steady at a second", defaults, 5 * time.Second, time.Second},
+		{"steady for the first ten seconds", defaults, 9 * time.Second, time.Second},
+		{"a tenth of a long wait", defaults, 30 * time.Second, 3 * time.Second},
+		{"at most the cap", defaults, 3 * time.Minute, 5 * time.Second},
+		{"a cap of a second keeps a second", capped, 3 * time.Minute, time.Second},
+		{"a cap below a second caps the quarter", New(zap.NewNop().Sugar(), &fleet{}, func(RoundKey) {}, Options{Key: testKey, BackoffMax: 200 * time.Millisecond}), time.Second, 200 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for range 20 {
-				if got := tc.p.backoff(tc.attempt, tc.waited); got < tc.base || got > tc.base+tc.base/4 {
-					t.Errorf("backoff(%d, %v) = %v, want within [%v, %v]", tc.attempt, tc.waited, got, tc.base, tc.base+tc.base/4)
+				if got := tc.p.backoff(tc.waited); got < tc.base || got > tc.base+tc.base/4 {
+					t.Errorf("backoff(%v) = %v, want within [%v, %v]", tc.waited, got, tc.base, tc.base+tc.base/4)
 				}
 			}
 		})
