@@ -1,19 +1,21 @@
-// Package probe confirms that every Envoy pod of a fleet serves a KIngress
-// at a given hash, and says which pods already do.
+// Package probe confirms that every Envoy pod of a fleet serves a round (a
+// KIngress's serving proxies, or its warm set) at a given hash, and says
+// which pods already do.
 //
-// The verdict is Knative's (knative.dev/networking/pkg/status): a pod
-// confirms a URL when the probe route answers 200 with the expected
-// K-Network-Hash; 404 and 503 (no route yet, no endpoints yet) and a wrong
-// hash are retried; any other answer abandons the URL, as Knative does, so
-// a backend that is not Knative's cannot hold a rollout forever. One
-// exception: 401 and 403, an authorization server refusing the probe before
-// Envoy routes it, are retried too, never taken for served. What is
-// ours is how it gets there: kept-alive connections per Envoy pod shared by
-// every KIngress, a bounded number of probes in flight per pod (a slow pod
-// never takes the others' turns), a short jittered back-off with a cap,
-// probes ordered by when each round's proxies were written (a pod that has
-// not the routes of one round has not those of later ones: see pod.gates),
-// and per-pod progress a condition message can show.
+// The verdict follows Knative's (knative.dev/networking/pkg/status): a pod
+// confirms a URL when the probe route answers 200 with the round's hash,
+// which hitless's probe routes set in HashHeader (probekey.HashHeader);
+// 404, 503 and an older hash (no route yet, no endpoint yet, the previous
+// configuration) are retried; 401 and 403, an authorization server refusing
+// the probe before Envoy routes it, are retried too, never taken for
+// served; any other answer abandons the URL, as Knative does, so a backend
+// that is not Knative's cannot hold a rollout forever. What is ours is how
+// it gets there: kept-alive connections per Envoy pod shared by every
+// round, a bounded number of probes in flight per pod (a slow pod never
+// takes the others' turns), a short jittered back-off with a cap, probes
+// ordered by when each round's proxies were written (a pod that has not
+// the configuration of one round has not that of later ones: see
+// pod.gates), and per-pod progress a condition message can show.
 package probe
 
 import (

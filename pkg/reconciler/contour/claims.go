@@ -28,8 +28,8 @@ func indexFqdn(obj interface{}) ([]string, error) {
 
 // controllerIndex indexes every HTTPProxy by the KIngress that controls it
 // (ours and net-contour's alike), so a reconcile reads its own proxies
-// without walking every proxy of the namespace: with a thousand KIngresses
-// in one namespace that walk was 4,000 proxies per reconcile.
+// without walking every proxy of the namespace (four per KIngress, all of
+// them at every reconcile of each).
 const controllerIndex = "controller"
 
 func indexController(obj interface{}) ([]string, error) {

@@ -109,7 +109,7 @@ func (r *Reconciler) deleteProxy(ctx context.Context, p *contourv1.HTTPProxy, wh
 // onto a copy of what exists. It returns how many it wrote, and how many of
 // those writes change what Envoy serves: a create, or an update of the spec
 // or of the Contour class. An update of labels and annotations alone (the
-// generation, net-contour's labels added to proxies an older hitless wrote)
+// generation, net-contour's labels on a proxy that lacks them)
 // routes nothing differently, so it needs no probe round and does not
 // make a Ready KIngress NotReady for one.
 func (r *Reconciler) applyAll(ctx context.Context, ing *v1alpha1.Ingress, desired, existing []*contourv1.HTTPProxy) (written, routed int, err error) {

@@ -44,11 +44,10 @@ type fleetPods struct {
 // terminating gets no new connections through the Service, but it keeps
 // routing every request of the client connections it has, with whatever
 // routes it has. Were it left out, a rollout could be Ready while that pod
-// still sends requests to the old backend, which Knative then deletes (the
-// e2e test TestFaultNotReadyEnvoyPodStillServes: 100 of 1,176 requests
-// failed so). So a not ready pod must confirm too, as long as it accepts
-// connections; one that refuses them serves nobody and cannot hold a
-// rollout up.
+// still sends requests to the old backend, which Knative then deletes
+// (TestFaultNotReadyEnvoyPodStillServes). So a not ready pod must confirm
+// too, as long as it accepts connections; one that refuses them serves
+// nobody and cannot hold a rollout up.
 type envoyTargets struct {
 	services       corev1listers.ServiceLister
 	endpointSlices discoverylisters.EndpointSliceLister
