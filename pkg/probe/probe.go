@@ -323,19 +323,16 @@ type pod struct {
 	// route, the previous one, or a route whose cluster has no endpoint
 	// yet); while one is pending, the checks of later rounds (a higher
 	// seq) need not be probed: they wait in held, and only the oldest gate
-	// and the youngest pending check (the scout, never held) are probed,
-	// each on its back-off. When any check of the pod is served, the pod
-	// took a push: held checks answered before that probe went out are
+	// (the head) is probed, on its back-off, each of its unserved answers
+	// sending one scout along (the held check of the latest round). When
+	// any check of the pod is served, the pod took a push: held checks of
+	// rounds up to the served one answered before that probe went out are
 	// probed again, once. A gate the pod still does not serve after it
 	// served a later round is stuck (its backend has no endpoint, say) and
 	// holds no one; answers that say something else (401, 403, no answer)
 	// never hold anyone back.
 	gates map[*check]struct{}
 	held  map[*check]struct{}
-	// pending are the checks of the pod not served yet; youngest is the
-	// one of the latest round among them.
-	pending  map[*check]struct{}
-	youngest *check
 	// newest is the highest seq the pod served, and when the probe that
 	// showed it was sent.
 	newest     uint64
@@ -570,29 +567,7 @@ func (p *Prober) enqueueLocked(c *check, after time.Duration) {
 	}
 	pd.refs++
 	pd.lastUsed = p.now()
-	pd.pending[c] = struct{}{}
-	if pd.youngest == nil || c.round.seq > pd.youngest.round.seq {
-		pd.youngest = c
-	}
 	pd.queue.AddAfter(c, after)
-}
-
-// settledLocked: c is no longer pending on its pod (served, or gone).
-func (p *Prober) settledLocked(pd *pod, c *check) {
-	delete(pd.pending, c)
-	if pd.youngest != c {
-		return
-	}
-	pd.youngest = nil
-	for o := range pd.pending {
-		if pd.youngest == nil || o.round.seq > pd.youngest.round.seq {
-			pd.youngest = o
-		}
-	}
-	if pd.youngest != nil && pd.youngest.held {
-		// The new scout is never held.
-		p.unholdLocked(pd, pd.youngest, true)
-	}
 }
 
 func (p *Prober) newPod(ip string) *pod {
@@ -632,7 +607,6 @@ func (p *Prober) newPod(ip string) *pod {
 		proxyTLS:   transport(insecure(), true),
 		gates:      map[*check]struct{}{},
 		held:       map[*check]struct{}{},
-		pending:    map[*check]struct{}{},
 	}
 	for range p.opts.PerPod {
 		go p.work(pd)
@@ -659,7 +633,7 @@ func (p *Prober) run(pd *pod, c *check) {
 		p.mu.Unlock()
 		return
 	}
-	if !c.pass && c != pd.youngest && p.behindGateLocked(pd, c) {
+	if !c.pass && p.behindGateLocked(pd, c) {
 		// Parked, not probed: its pod's routes predate an older check's
 		// proxies, so they predate this one's too. The reference stays
 		// with the parked check.
@@ -691,7 +665,6 @@ func (p *Prober) run(pd *pod, c *check) {
 		c.attempts = -1
 		pd.refs--
 		p.ungateLocked(pd, c)
-		p.settledLocked(pd, c)
 		p.servedLocked(pd, c, sent)
 		if pp != nil {
 			pp.pending--
@@ -737,11 +710,18 @@ func (p *Prober) run(pd *pod, c *check) {
 		waited = p.now().Sub(pp.since)
 	}
 	delay := p.backoff(waited)
-	if c.gate && (c == pd.youngest || p.headLocked(pd) == c) {
-		// The head and the scout are the pod's only probes while it is
-		// behind: how soon they see a push is how soon every held
-		// check goes.
+	if c.gate && p.headLocked(pd) == c {
+		// The head is the pod's probe while it is behind: how soon it
+		// sees a push is how soon the held checks go. With checks held,
+		// each of its answers sends a scout along, and it retries no
+		// more often than busyRetry: a pod behind on a thousand new
+		// proxies takes a push a second or so, and probes of it compete
+		// with its configuration for the CPU.
 		delay = min(delay, p.opts.BackoffSteady)
+		if scout := p.scoutLocked(pd); scout != nil {
+			p.unholdLocked(pd, scout, true)
+			delay = min(max(delay, busyRetry), p.opts.BackoffSteady)
+		}
 	}
 	pd.lastUsed = p.now()
 	// The reference moves to the next attempt.
@@ -754,6 +734,22 @@ func (p *Prober) run(pd *pod, c *check) {
 func (p *Prober) behindGateLocked(pd *pod, c *check) bool {
 	h := p.headLocked(pd)
 	return h != nil && h.round.seq < c.round.seq
+}
+
+// busyRetry is how often, at most, the head of a pod with held checks is
+// retried.
+const busyRetry = 250 * time.Millisecond
+
+// scoutLocked is the held check of the latest round: served, it shows the
+// pod has every earlier round too (a stuck head holds no one then).
+func (p *Prober) scoutLocked(pd *pod) *check {
+	var scout *check
+	for h := range pd.held {
+		if scout == nil || h.round.seq > scout.round.seq {
+			scout = h
+		}
+	}
+	return scout
 }
 
 // headLocked is the pod's oldest gate: the frontier of what it serves.
@@ -848,9 +844,6 @@ func (p *Prober) forgetLocked(c *check) {
 		pd.refs--
 	}
 	p.ungateLocked(pd, c)
-	if _, ok := pd.pending[c]; ok {
-		p.settledLocked(pd, c)
-	}
 }
 
 // backoff is the wait before a URL the pod has not served for waited is
