@@ -23,17 +23,13 @@
 # duration of the build (crane registry serve). To publish, run ko with your
 # registry instead: KO_DOCKER_REPO=<registry>/hitless ko resolve -f config/ > release.yaml
 set -euo pipefail
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CACHE=${HITLESS_CACHE:-$HOME/.cache/hitless}
-BIN=$CACHE/bin
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 DIST=$REPO/dist
 CONTOUR_VERSION=v1.33.8
 ENVOY_IMAGE=docker.io/envoyproxy/envoy:distroless-v1.38.9
 REGISTRY=127.0.0.1:5055
 export KO_DOCKER_REPO=${KO_DOCKER_REPO:-hitless.local}
-
-log() { printf '%s release: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
 
 # ---- the Contour side ------------------------------------------------------
 # contour_class NS SERVICE_TYPE: one Contour class as hitless expects it (see
@@ -469,12 +465,12 @@ check() {
   [[ -f $DIST/release.yaml && -f $DIST/contour.yaml ]] || die "no dist/release.yaml or dist/contour.yaml: run make release first"
   eval "$("$REPO/hack/stack.sh" env)"
   export KUBECONFIG
-  local kubectl=$BIN/kubectl image
+  local image
   log "server-side dry run of dist/contour.yaml and dist/release.yaml"
   local f
   for f in contour release; do
     # kubectl's warnings about objects the stack created without it are noise here
-    "$kubectl" apply --dry-run=server -f "$DIST/$f.yaml" >/dev/null 2>"$CACHE/logs/release-dry-run-$f.log" ||
+    kubectl apply --dry-run=server -f "$DIST/$f.yaml" >/dev/null 2>"$CACHE/logs/release-dry-run-$f.log" ||
       die "dist/$f.yaml was refused: $(grep -v '^Warning: resource' "$CACHE/logs/release-dry-run-$f.log")"
   done
   # The stack's node agent runs an image as the binary its image map names:
@@ -484,19 +480,19 @@ check() {
   controller_binary "$CACHE/bin/release-controller"
   "$REPO/hack/stack.sh" add-image "${image%@*}" "$CACHE/bin/release-controller"
   log "applying dist/release.yaml: the Deployment runs $image"
-  "$kubectl" apply -f "$DIST/release.yaml" >/dev/null
-  if ! "$kubectl" rollout status deployment/hitless-controller -n knative-serving --timeout=120s >&2; then
-    "$kubectl" get pods -n knative-serving -l app=hitless-controller -o wide >&2 || true
-    "$kubectl" delete deployment hitless-controller -n knative-serving --wait=false >/dev/null || true
+  kubectl apply -f "$DIST/release.yaml" >/dev/null
+  if ! kubectl rollout status deployment/hitless-controller -n knative-serving --timeout=120s >&2; then
+    kubectl get pods -n knative-serving -l app=hitless-controller -o wide >&2 || true
+    kubectl delete deployment hitless-controller -n knative-serving --wait=false >/dev/null || true
     die "the controller of dist/release.yaml did not become ready"
   fi
   local pods pod ok=0 n
-  pods=$("$kubectl" get pods -n knative-serving -l app=hitless-controller -o jsonpath='{.items[*].metadata.name}')
+  pods=$(kubectl get pods -n knative-serving -l app=hitless-controller -o jsonpath='{.items[*].metadata.name}')
   n=$(wc -w <<<"$pods")
   for _ in $(seq 1 60); do
     ok=0
     for pod in $pods; do
-      if "$kubectl" logs -n knative-serving "$pod" -c controller 2>/dev/null | grep -q 'Started workers'; then
+      if kubectl logs -n knative-serving "$pod" -c controller 2>/dev/null | grep -q 'Started workers'; then
         ok=$((ok + 1))
       fi
     done
@@ -505,7 +501,7 @@ check() {
   done
   # Only the Deployment goes: the RBAC and ConfigMaps are the ones the
   # stack's own controller runs with.
-  "$kubectl" delete deployment hitless-controller -n knative-serving --wait=true >/dev/null
+  kubectl delete deployment hitless-controller -n knative-serving --wait=true >/dev/null
   ((ok == n && n > 0)) || die "$ok of $n pods of the release's controller logged that their workers started (pods: $pods)"
   log "release check passed: both manifests accepted by the API server; all $n controller pods of $image started their workers"
 }

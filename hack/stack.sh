@@ -76,11 +76,10 @@
 #   Contour -> xDS -> Envoy -> kube-proxy end to end.
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-STACK=${HITLESS_STACK_DIR:-$REPO/.stack}
-CACHE=${HITLESS_CACHE:-$HOME/.cache/hitless}
-BIN=$CACHE/bin
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 KCFG=$STACK/kubeconfig
+HACK_KUBECONFIG=$KCFG
 PIDS=$STACK/pids
 LOGS=$STACK/logs
 PKI=$STACK/pki
@@ -145,22 +144,6 @@ all_xds_ports() {
   local f c out=()
   for f in "${FLEETS[@]}"; do for c in $(contours "$f"); do out+=("$(xds_port "$c")"); done; done
   (IFS=,; echo "${out[*]}")
-}
-
-T0=${EPOCHREALTIME/,/.}
-log() { printf '%s stack: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-elapsed() { awk -v a="$T0" -v b="${EPOCHREALTIME/,/.}" 'BEGIN{printf "%.1f", b-a}'; }
-kubectl() { "$BIN/kubectl" --kubeconfig "$KCFG" "$@"; }
-
-# retry SECONDS CMD... : runs CMD every 0.2 s until it succeeds or SECONDS pass
-retry() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.2
-  done
 }
 
 # ---------------------------------------------------------------- processes
@@ -507,7 +490,7 @@ control_plane_up() {
     retry 30 curl -fsS --max-time 1 http://127.0.0.1:2379/health || die "etcd is not healthy; see $LOGS/etcd.log"
   fi
   if ! alive kube-apiserver; then
-    t=${EPOCHREALTIME/,/.}
+    t=$(now)
     start kube-apiserver "$BIN/kube-apiserver" \
       --etcd-servers=http://127.0.0.1:2379 \
       --bind-address="$GW" --secure-port=6443 --advertise-address="$GW" \
@@ -526,7 +509,7 @@ control_plane_up() {
       --disable-admission-plugins=TaintNodesByCondition \
       --profiling=false --v=1
     retry 60 apiserver_ready || die "kube-apiserver is not ready; see $LOGS/kube-apiserver.log"
-    log "kube-apiserver ready after $(awk -v a="$t" -v b="${EPOCHREALTIME/,/.}" 'BEGIN{printf "%.1f", b-a}')s"
+    log "kube-apiserver ready after $(elapsed "$t")s"
   fi
   # The controller manager signs service-account tokens (token controller) and
   # runs garbage collection, EndpointSlices, namespace deletion, Deployments...
@@ -992,7 +975,7 @@ cmd_up() {
   local t_deps
   "$REPO/hack/build-deps.sh" "${deps_flags[@]}"
   t_deps=$(elapsed)
-  T0=${EPOCHREALTIME/,/.}
+  T0=$(now)
   mkdir -p "$STACK"
   lock
   echo '*' >"$STACK/.gitignore"
@@ -1004,7 +987,7 @@ cmd_up() {
     if [[ -d $PIDS ]] || ip link show "$BRIDGE" >/dev/null 2>&1 || compgen -G "/run/netns/$NETNS_PREFIX*" >/dev/null; then
       log "no running stack; removing what an earlier one left behind"
       cmd_down
-      T0=${EPOCHREALTIME/,/.}
+      T0=$(now)
     fi
   fi
   mkdir -p "$LOGS" "$PIDS"
