@@ -25,7 +25,7 @@
 # cluster suffix is the stack's cluster.local; the namespace is the suite's
 # fixed serving-tests. The suite's host-rewrite test needs Contour's
 # enableExternalNameService, which the stack's Contour config turns on
-# explicitly (see hack/stack.sh and the README).
+# explicitly (see hack/manifests/contour-config.yaml and the README).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "$0")/lib.sh"

@@ -65,28 +65,8 @@ source "$REPO/hack/lib/stack-common.sh"
 # ---------------------------------------------------------------- networking
 
 cni_conflist() {
-  cat <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "$CNI_NETWORK",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$BRIDGE",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$STACK/cni/ipam",
-        "ranges": [[{ "subnet": "$POD_CIDR", "rangeStart": "$POD_RANGE_START", "gateway": "$GW" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }]
-      }
-    },
-    { "type": "loopback" }
-  ]
-}
-EOF
+  render "$REPO/hack/manifests/cni.conflist" NETWORK="$CNI_NETWORK" BRIDGE="$BRIDGE" IPAM_DIR="$STACK/cni/ipam" \
+    POD_CIDR="$POD_CIDR" RANGE_START="$POD_RANGE_START" GATEWAY="$GW"
 }
 
 nft_rules() {
@@ -376,55 +356,11 @@ nodeagent_up() {
 # ---------------------------------------------------------------- services and DNS
 
 corefile() {
-  cat <<EOF
-.:53 {
-    bind $GW
-    errors
-    health 127.0.0.1:10280
-    ready 127.0.0.1:10281
-    kubernetes $CLUSTER_DOMAIN in-addr.arpa ip6.arpa {
-        kubeconfig $KCFG
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-        ttl 5
-    }
-    cache 5
-}
-EOF
+  render "$REPO/hack/manifests/Corefile" LISTEN_IP="$GW" CLUSTER_DOMAIN="$CLUSTER_DOMAIN" KUBECONFIG="$KCFG"
 }
 
 kube_dns_manifest() {
-  cat <<EOF
-apiVersion: v1
-kind: Service
-metadata:
-  name: kube-dns
-  namespace: kube-system
-  labels: {k8s-app: kube-dns, kubernetes.io/name: CoreDNS, app.kubernetes.io/part-of: hitless-stack}
-spec:
-  clusterIP: $DNS_SVC_IP
-  ports:
-  - {name: dns, port: 53, protocol: UDP, targetPort: 53}
-  - {name: dns-tcp, port: 53, protocol: TCP, targetPort: 53}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: kube-dns-host
-  namespace: kube-system
-  labels:
-    kubernetes.io/service-name: kube-dns
-    endpointslice.kubernetes.io/managed-by: hitless-stack
-    app.kubernetes.io/part-of: hitless-stack
-addressType: IPv4
-endpoints:
-- addresses: [$GW]
-  conditions: {ready: true, serving: true, terminating: false}
-  nodeName: $NODE
-ports:
-- {name: dns, port: 53, protocol: UDP}
-- {name: dns-tcp, port: 53, protocol: TCP}
-EOF
+  render "$REPO/hack/manifests/kube-dns.yaml" CLUSTER_IP="$DNS_SVC_IP" HOST_IP="$GW" NODE="$NODE"
 }
 
 services_up() {
@@ -467,6 +403,8 @@ crds_up() {
 
 # ---------------------------------------------------------------- Contour and Envoy
 
+# envoy_bootstrap FLEET: Envoy's bootstrap from `contour bootstrap` (xDS over plain
+# gRPC to this fleet's Contour), as one JSON document quoted as a YAML string
 envoy_bootstrap() {
   local out
   out=$(mktemp -d)
@@ -514,84 +452,7 @@ fleet_manifest() {
   bootstrap=$(envoy_bootstrap "$ns")
   svc_type=ClusterIP
   [[ $ns == contour-external ]] && svc_type=LoadBalancer
-  cat <<EOF
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: $ns
-  labels: {app.kubernetes.io/part-of: hitless-stack}
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: envoy
-  namespace: $ns
-  labels: {app: envoy, app.kubernetes.io/part-of: hitless-stack}
-spec:
-  type: $svc_type
-  selector: {app: envoy}
-  ports:
-  - {name: http, port: 80, protocol: TCP, targetPort: 8080}
-  - {name: https, port: 443, protocol: TCP, targetPort: 8443}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: envoy
-  namespace: $ns
-  labels: {app: envoy, app.kubernetes.io/part-of: hitless-stack}
-spec:
-  replicas: $replicas
-  selector:
-    matchLabels: {app: envoy}
-  template:
-    metadata:
-      labels: {app: envoy}
-    spec:
-      terminationGracePeriodSeconds: 10
-      containers:
-      - name: envoy
-        image: envoy
-        args:
-        - --config-yaml
-        - $bootstrap
-        - --service-cluster
-        - $ns
-        - --service-node
-        - \$(POD_NAME)
-        - --log-level
-        - info
-        - --disable-hot-restart
-        env:
-        - name: POD_NAME
-          valueFrom: {fieldRef: {fieldPath: metadata.name}}
-        - name: POD_NAMESPACE
-          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-        ports:
-        - {name: http, containerPort: 8080, protocol: TCP}
-        - {name: https, containerPort: 8443, protocol: TCP}
-        - {name: metrics, containerPort: 8002, protocol: TCP}
-        readinessProbe:
-          httpGet: {path: /ready, port: 8002}
-          periodSeconds: 2
-          failureThreshold: 2
----
-# A fixed route on every Envoy of the fleet, so that its HTTP listener exists
-# (Contour builds none without a virtual host) and the stack can check the whole
-# path: Contour -> xDS -> Envoy -> kube-proxy.
-apiVersion: projectcontour.io/v1
-kind: HTTPProxy
-metadata:
-  name: hitless-stack-probe
-  namespace: $ns
-  labels: {app.kubernetes.io/part-of: hitless-stack}
-spec:
-  ingressClassName: $ns
-  virtualhost: {fqdn: stack-probe.$ns.hitless.local}
-  routes:
-  - conditions: [{prefix: /}]
-    directResponsePolicy: {statusCode: 200, body: "hitless-stack $ns"}
-EOF
+  render "$REPO/hack/manifests/fleet.yaml" NAMESPACE="$ns" REPLICAS="$replicas" BOOTSTRAP="$bootstrap" SERVICE_TYPE="$svc_type"
 }
 
 fleets_up() {

@@ -221,24 +221,9 @@ control_plane_up() {
 # ---------------------------------------------------------------- Contour and Envoy
 
 contour_config() {
-  cat <<EOF
-# Contour configuration for the $1 fleet of the local stack.
-disablePermitInsecure: false
-accesslog-format: envoy
-# On here only for Knative's ingress conformance suite; off by default in
-# Contour, and users should leave it off. The suite's host-rewrite test routes
-# a KIngress to an ExternalName Service naming the internal Envoy Service (the
-# way DomainMapping does). Contour refuses ExternalName upstreams unless this
-# is set, because a Service pointing at Envoy's own admin listener, or at a
-# Service in a namespace its author cannot read, makes Envoy a way in
-# (GHSA-5ph6-qq5x-7jwc, kubernetes/kubernetes#103675). test/e2e's rewrite-host
-# test covers the same routing without it.
-enableExternalNameService: true
-EOF
+  render "$REPO/hack/manifests/contour-config.yaml" FLEET="$1"
 }
 
-# envoy_bootstrap FLEET: Envoy's bootstrap from `contour bootstrap` (xDS over plain
-# gRPC to this fleet's Contour), as one JSON document quoted as a YAML string
 # Contour's client defaults (5 requests/s) make its HTTPProxy status writes
 # lag minutes behind at a thousand proxies; hitless reads that status back.
 contour_up() {
