@@ -95,15 +95,8 @@ serving_ready() {
 # webhook_serves: the API server reaches Serving's webhook (defaulting a
 # Knative Service through a server-side dry run)
 webhook_serves() {
-  kubectl apply --dry-run=server -f - >/dev/null 2>&1 <<EOF
-apiVersion: serving.knative.dev/v1
-kind: Service
-metadata: {name: webhook-check, namespace: default}
-spec:
-  template:
-    spec:
-      containers: [{image: $TEST_REPO/helloworld}]
-EOF
+  render "$REPO/hack/manifests/serving-webhook-check.yaml" IMAGE="$TEST_REPO/helloworld" |
+    kubectl apply --dry-run=server -f - >/dev/null 2>&1
 }
 
 cmd_up() {
