@@ -163,7 +163,7 @@ cmd_mend_xds() {
 # node agent's probe times out after 1 s): the EndpointSlice marks it not
 # ready, kube-proxy sends it no new connections, but every client connection
 # it has stays and is served. Only the probe (host -> pod, the health port
-# 8002 of the Envoy manifest above) is dropped.
+# 8002 of hack/manifests/fleet.yaml) is dropped.
 cmd_fail_ready() {
   local ip=${1:-}
   need_pod_ip fail-ready "$ip"

@@ -479,6 +479,8 @@ fleets_up() {
 }
 
 # ---------------------------------------------------------------- commands
+
+# refuse to tear down a stack that another checkout is running
 other_stack_check() {
   local port pids ours
   ours=$(cat "$PIDS"/*.pid 2>/dev/null | tr '\n' '|' || true)

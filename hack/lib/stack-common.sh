@@ -280,7 +280,7 @@ envoy_pod_ips() {
 }
 
 # proxy_protocol FLEET: the fleet's Contours run with --use-proxy-protocol
-# (hack/stack.sh proxy-protocol FLEET on)
+# (hack/faults.sh proxy-protocol FLEET on)
 proxy_protocol() { [[ -f $STACK/proxy-protocol-$1 ]]; }
 
 # probe_envoy IP FLEET: the stack's own route answers through that Envoy,
@@ -298,13 +298,10 @@ envoy_settled() {
 
 # ---------------------------------------------------------------- locking
 
-
-# one up or down at a time
+# one up, down, restart or proxy-protocol at a time
 lock() {
   [[ -n ${LOCKED:-} ]] && return 0
   exec 9>"$STACK/.lock"
-  flock -w 120 9 || die "another hack/stack.sh up/down holds $STACK/.lock"
+  flock -w 120 9 || die "another hack/stack.sh up/down or hack/faults.sh command holds $STACK/.lock"
   LOCKED=1
 }
-
-# refuse to tear down a stack that another checkout is running
