@@ -7,7 +7,9 @@
 # REPLICAS=N runs N controller replicas (hack/controller.sh replicas N)
 # sharing the buckets of config-leader-election-hitless; by default one.
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+repo=$REPO
 cd "$repo"
 which=${1:?usage: hack/bench.sh rollout|scale [flags]}; shift
 

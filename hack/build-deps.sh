@@ -17,9 +17,8 @@
 # one after another (each go build uses both cores already).
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CACHE=${HITLESS_CACHE:-$HOME/.cache/hitless}
-BIN=$CACHE/bin
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 STAMPS=$CACHE/stamps
 mkdir -p "$BIN/cni" "$BIN/images" "$STAMPS"
 
@@ -46,9 +45,6 @@ APT_PACKAGES=(iptables nftables conntrack iproute2 openssl curl ca-certificates)
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 GO_VERSION=$(go env GOVERSION)
 
-log() { printf '%s build-deps: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
 # fresh NAME VERSION FILE... : true when NAME's stamp says VERSION and all FILEs exist
 fresh() {
   local name=$1 version=$2 f
@@ -56,9 +52,6 @@ fresh() {
   [[ -f $STAMPS/$name && "$(cat "$STAMPS/$name")" == "$version" ]] || return 1
   for f in "$@"; do [[ -e $f ]] || return 1; done
 }
-
-now() { echo "${EPOCHREALTIME/,/.}"; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 
 # How long each step took when last built here ($STAMPS/NAME.took), else on
 # a cold 2-core machine (measured 2026-12-05 by a cold `make run`, nothing
@@ -86,7 +79,7 @@ step() {
     return 0
   fi
   t0=$(now)
-  log "[$STEP_NO/$STEP_TOTAL] $name: building ($version); took $(took_before "$name")s last time; $(since "$T_ALL")s elapsed"
+  log "[$STEP_NO/$STEP_TOTAL] $name: building ($version); took $(took_before "$name")s last time; $(elapsed "$T_ALL")s elapsed"
   rm -f "$STAMPS/$name"
   mkdir -p "$CACHE/logs"
   STEP_NO_STAMP=0
@@ -103,8 +96,8 @@ step() {
   else
     printf '%s\n' "$version" >"$STAMPS/$name"
   fi
-  since "$t0" >"$STAMPS/$name.took"
-  log "[$STEP_NO/$STEP_TOTAL] $name: done in $(cat "$STAMPS/$name.took")s; $(since "$T_ALL")s elapsed"
+  elapsed "$t0" >"$STAMPS/$name.took"
+  log "[$STEP_NO/$STEP_TOTAL] $name: done in $(cat "$STAMPS/$name.took")s; $(elapsed "$T_ALL")s elapsed"
 }
 
 STEP_LOG='' STEP_NAME=''
@@ -326,7 +319,7 @@ main() {
     ((apt == 0)) || apt_deps
     step ko "$KO_VERSION/$GO_VERSION" "$BIN/ko" build_ko
     step crane "$CRANE_VERSION/$GO_VERSION" "$BIN/crane" build_crane
-    log "all done in $(since "$t_all")s; binaries in $BIN"
+    log "all done in $(elapsed "$t_all")s; binaries in $BIN"
     return 0
   fi
   ((DEMO + WITH_SERVING < 2)) || die "--demo and --serving exclude each other"
@@ -375,7 +368,7 @@ main() {
   sync_third_party
   local name
   for name in "${!FETCH_PID[@]}"; do wait_fetch "$name"; done
-  log "all done in $(since "$t_all")s; binaries in $BIN"
+  log "all done in $(elapsed "$t_all")s; binaries in $BIN"
 }
 
 main "$@"

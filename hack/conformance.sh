@@ -25,12 +25,13 @@
 # cluster suffix is the stack's cluster.local; the namespace is the suite's
 # fixed serving-tests. The suite's host-rewrite test needs Contour's
 # enableExternalNameService, which the stack's Contour config turns on
-# explicitly (see hack/stack.sh and the README).
+# explicitly (see hack/manifests/contour-config.yaml and the README).
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+repo=$REPO
 cd "$repo"
-state=${HITLESS_STACK_DIR:-$repo/.stack}
-kubectl=${HITLESS_CACHE:-$HOME/.cache/hitless}/bin/kubectl
+state=$STACK
 
 iterations=${CONFORMANCE_ITERATIONS:-1}
 parallel=12
@@ -74,12 +75,12 @@ else
 fi
 eval "$(hack/stack.sh env)"
 export KUBECONFIG
-"$kubectl" get namespace serving-tests >/dev/null 2>&1 || "$kubectl" create namespace serving-tests >/dev/null
+kubectl get namespace serving-tests >/dev/null 2>&1 || kubectl create namespace serving-tests >/dev/null
 # Pods are refused until the token controller has made the namespace's
 # default ServiceAccount, and the suite does not retry that refusal: every
 # test of a copy started right after the namespace was created failed with
 # "serviceaccount default not found".
-"$kubectl" wait -n serving-tests --for=create serviceaccount/default --timeout=60s >/dev/null ||
+kubectl wait -n serving-tests --for=create serviceaccount/default --timeout=60s >/dev/null ||
   { echo "namespace serving-tests has no default ServiceAccount after 60 s (is kube-controller-manager running?)" >&2; exit 1; }
 
 bin=$state/bin/conformance.test

@@ -23,8 +23,10 @@
 # fixed port (8080) and binds only in the first replica started; the others
 # run without it (nothing here reads it).
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
-state=${HITLESS_STACK_DIR:-$repo/.stack}
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+repo=$REPO
+state=$STACK
 ns=knative-serving
 # every bucket's Lease is named <component>.<queue>.NN-of-MM
 lease_prefix=hitless-controller.github.com.hitless.hitless.pkg.reconciler.contour.reconciler.
@@ -40,8 +42,6 @@ set_replica() {
 }
 
 running() { [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; }
-
-kubectl() { "${HITLESS_CACHE:-$HOME/.cache/hitless}/bin/kubectl" "$@"; }
 
 # CONTROLLER_BIN=path runs that binary instead of building this tree's (a
 # benchmark of an older commit's controller on the same stack).

@@ -23,17 +23,13 @@
 # duration of the build (crane registry serve). To publish, run ko with your
 # registry instead: KO_DOCKER_REPO=<registry>/hitless ko resolve -f config/ > release.yaml
 set -euo pipefail
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CACHE=${HITLESS_CACHE:-$HOME/.cache/hitless}
-BIN=$CACHE/bin
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 DIST=$REPO/dist
 CONTOUR_VERSION=v1.33.8
 ENVOY_IMAGE=docker.io/envoyproxy/envoy:distroless-v1.38.9
 REGISTRY=127.0.0.1:5055
 export KO_DOCKER_REPO=${KO_DOCKER_REPO:-hitless.local}
-
-log() { printf '%s release: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
 
 # ---- the Contour side ------------------------------------------------------
 # contour_class NS SERVICE_TYPE: one Contour class as hitless expects it (see
@@ -45,321 +41,12 @@ contour_class() {
   local ns=$1 type=$2 policy=''
   # Keeps the client's address; Envoy sees where each request came from.
   if [[ $type == LoadBalancer ]]; then policy='  externalTrafficPolicy: Local'; fi
-  cat <<EOF
----
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: $ns
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: contour, namespace: $ns}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: envoy, namespace: $ns}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: contour-certgen, namespace: $ns}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: contour-$ns}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: hitless-contour}
-subjects:
-- {kind: ServiceAccount, name: contour, namespace: $ns}
----
-# Leader election (Lease) and events of this class's Contours.
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: contour, namespace: $ns}
-rules:
-- apiGroups: [""]
-  resources: [events]
-  verbs: [create, get, update]
-- apiGroups: [coordination.k8s.io]
-  resources: [leases]
-  verbs: [create, get, update]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: contour, namespace: $ns}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: contour}
-subjects:
-- {kind: ServiceAccount, name: contour, namespace: $ns}
----
-# certgen writes the xDS TLS Secrets (contourcert, envoycert) once.
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: contour-certgen, namespace: $ns}
-rules:
-- apiGroups: [""]
-  resources: [secrets]
-  verbs: [create, update]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: contour-certgen, namespace: $ns}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: contour-certgen}
-subjects:
-- {kind: ServiceAccount, name: contour-certgen, namespace: $ns}
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: contour-certgen-${CONTOUR_VERSION//./-}
-  namespace: $ns
-spec:
-  ttlSecondsAfterFinished: 0
-  backoffLimit: 1
-  template:
-    metadata:
-      labels: {app: contour-certgen}
-    spec:
-      serviceAccountName: contour-certgen
-      restartPolicy: Never
-      securityContext: {runAsNonRoot: true, runAsUser: 65534, runAsGroup: 65534}
-      containers:
-      - name: contour
-        image: ghcr.io/projectcontour/contour:$CONTOUR_VERSION
-        command: [contour, certgen, --kube, --incluster, --overwrite, --secrets-format=compact, --namespace=$ns]
----
-# Contour's own configuration for this class; hitless sets everything else
-# per HTTPProxy.
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: contour, namespace: $ns}
-data:
-  contour.yaml: |
-    disablePermitInsecure: false
-    accesslog-format: envoy
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: contour
-  namespace: $ns
-  labels: {app: contour}
-spec:
-  # Two, so that a restarted or dead Contour leaves every Envoy stream a
-  # live xDS source (docs/architecture.md "Two Contours per fleet").
-  replicas: 2
-  strategy:
-    type: RollingUpdate
-    rollingUpdate: {maxSurge: 1, maxUnavailable: 0}
-  selector:
-    matchLabels: {app: contour}
-  template:
-    metadata:
-      labels: {app: contour}
-    spec:
-      serviceAccountName: contour
-      affinity:
-        podAntiAffinity:
-          preferredDuringSchedulingIgnoredDuringExecution:
-          - weight: 100
-            podAffinityTerm:
-              topologyKey: kubernetes.io/hostname
-              labelSelector:
-                matchLabels: {app: contour}
-      containers:
-      - name: contour
-        image: ghcr.io/projectcontour/contour:$CONTOUR_VERSION
-        command: [contour]
-        args:
-        - serve
-        - --incluster
-        - --xds-address=0.0.0.0
-        - --xds-port=8001
-        - --contour-cafile=/certs/ca.crt
-        - --contour-cert-file=/certs/tls.crt
-        - --contour-key-file=/certs/tls.key
-        - --config-path=/config/contour.yaml
-        - --ingress-class-name=$ns
-        - --envoy-service-namespace=$ns
-        - --envoy-service-name=envoy
-        - --leader-election-resource-namespace=$ns
-        # Contour writes one status per HTTPProxy, and hitless waits for
-        # it: client-go's 5 requests/s lag minutes behind at a thousand.
-        - --kubernetes-client-qps=100
-        - --kubernetes-client-burst=200
-        env:
-        - name: CONTOUR_NAMESPACE
-          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-        - name: POD_NAME
-          valueFrom: {fieldRef: {fieldPath: metadata.name}}
-        ports:
-        - {name: xds, containerPort: 8001, protocol: TCP}
-        - {name: metrics, containerPort: 8000, protocol: TCP}
-        - {name: debug, containerPort: 6060, protocol: TCP}
-        livenessProbe:
-          httpGet: {path: /healthz, port: 8000}
-        readinessProbe:
-          tcpSocket: {port: 8001}
-          periodSeconds: 10
-        volumeMounts:
-        - {name: contourcert, mountPath: /certs, readOnly: true}
-        - {name: contour-config, mountPath: /config, readOnly: true}
-      volumes:
-      - name: contourcert
-        secret: {secretName: contourcert}
-      - name: contour-config
-        configMap:
-          name: contour
-          items: [{key: contour.yaml, path: contour.yaml}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: contour, namespace: $ns}
-spec:
-  selector: {app: contour}
-  ports:
-  - {name: xds, port: 8001, protocol: TCP, targetPort: 8001}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: envoy
-  namespace: $ns
-  labels: {app: envoy}
-spec:
-  replicas: 2
-  strategy:
-    type: RollingUpdate
-    rollingUpdate: {maxSurge: 1, maxUnavailable: 0}
-  selector:
-    matchLabels: {app: envoy}
-  template:
-    metadata:
-      labels: {app: envoy}
-    spec:
-      serviceAccountName: envoy
-      automountServiceAccountToken: false
-      # Long enough for shutdown-manager to drain open connections.
-      terminationGracePeriodSeconds: 300
-      initContainers:
-      - name: envoy-initconfig
-        image: ghcr.io/projectcontour/contour:$CONTOUR_VERSION
-        command: [contour]
-        args:
-        - bootstrap
-        - /config/envoy.json
-        - --xds-address=contour
-        - --xds-port=8001
-        - --xds-resource-version=v3
-        - --resources-dir=/config/resources
-        - --envoy-cafile=/certs/ca.crt
-        - --envoy-cert-file=/certs/tls.crt
-        - --envoy-key-file=/certs/tls.key
-        env:
-        - name: CONTOUR_NAMESPACE
-          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-        volumeMounts:
-        - {name: envoy-config, mountPath: /config}
-        - {name: envoycert, mountPath: /certs, readOnly: true}
-      containers:
-      - name: shutdown-manager
-        image: ghcr.io/projectcontour/contour:$CONTOUR_VERSION
-        command: [/bin/contour]
-        args: [envoy, shutdown-manager]
-        lifecycle:
-          preStop:
-            exec:
-              command: [/bin/contour, envoy, shutdown]
-        volumeMounts:
-        - {name: envoy-admin, mountPath: /admin}
-      - name: envoy
-        image: $ENVOY_IMAGE
-        command: [envoy]
-        args:
-        - -c
-        - /config/envoy.json
-        - --service-cluster
-        - \$(CONTOUR_NAMESPACE)
-        - --service-node
-        - \$(ENVOY_POD_NAME)
-        - --log-level
-        - info
-        env:
-        - name: CONTOUR_NAMESPACE
-          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-        - name: ENVOY_POD_NAME
-          valueFrom: {fieldRef: {fieldPath: metadata.name}}
-        ports:
-        - {name: http, containerPort: 8080, protocol: TCP}
-        - {name: https, containerPort: 8443, protocol: TCP}
-        - {name: metrics, containerPort: 8002, protocol: TCP}
-        # hitless probes every Envoy pod the EndpointSlices of Service
-        # envoy name, so readiness decides who must confirm a rollout.
-        readinessProbe:
-          httpGet: {path: /ready, port: 8002}
-          initialDelaySeconds: 3
-          periodSeconds: 4
-        lifecycle:
-          preStop:
-            httpGet: {path: /shutdown, port: 8090, scheme: HTTP}
-        volumeMounts:
-        - {name: envoy-config, mountPath: /config, readOnly: true}
-        - {name: envoycert, mountPath: /certs, readOnly: true}
-        - {name: envoy-admin, mountPath: /admin}
-      volumes:
-      - name: envoy-admin
-        emptyDir: {}
-      - name: envoy-config
-        emptyDir: {}
-      - name: envoycert
-        secret: {secretName: envoycert}
----
-apiVersion: v1
-kind: Service
-metadata: {name: envoy, namespace: $ns}
-spec:
-  type: $type
-$policy
-  selector: {app: envoy}
-  ports:
-  - {name: http, port: 80, protocol: TCP, targetPort: 8080}
-  - {name: https, port: 443, protocol: TCP, targetPort: 8443}
-EOF
+  render "$REPO/hack/manifests/release/contour-class.yaml" NAMESPACE="$ns" SERVICE_TYPE="$type" TRAFFIC_POLICY="$policy" \
+    CONTOUR_VERSION="$CONTOUR_VERSION" CONTOUR_VERSION_LABEL="${CONTOUR_VERSION//./-}" ENVOY_IMAGE="$ENVOY_IMAGE"
 }
 
 contour_manifest() {
-  cat <<EOF
-# The Contour side of a hitless install ($CONTOUR_VERSION, Envoy ${ENVOY_IMAGE##*:}):
-# two Contour classes, contour-external and contour-internal (the classes and
-# Envoy Services config/config-contour.yaml names), each with two Contour
-# replicas and two Envoy pods. Generated by \`hack/release.sh contour\`; Contour's
-# CRDs come first in dist/contour.yaml (\`make release\`).
----
-# What Contour reads cluster-wide, and the status it writes back.
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: hitless-contour}
-rules:
-- apiGroups: [""]
-  resources: [configmaps, namespaces, secrets, services]
-  verbs: [get, list, watch]
-- apiGroups: [discovery.k8s.io]
-  resources: [endpointslices]
-  verbs: [get, list, watch]
-- apiGroups: [networking.k8s.io]
-  resources: [ingresses]
-  verbs: [get, list, watch]
-- apiGroups: [networking.k8s.io]
-  resources: [ingresses/status]
-  verbs: [create, get, update]
-- apiGroups: [gateway.networking.k8s.io]
-  resources: [backendtlspolicies, gatewayclasses, gateways, grpcroutes, httproutes, referencegrants, tcproutes, tlsroutes]
-  verbs: [get, list, watch]
-- apiGroups: [projectcontour.io]
-  resources: [contourconfigurations, extensionservices, httpproxies, tlscertificatedelegations]
-  verbs: [get, list, watch]
-- apiGroups: [projectcontour.io]
-  resources: [contourconfigurations/status, extensionservices/status, httpproxies/status]
-  verbs: [create, get, update]
-EOF
+  render "$REPO/hack/manifests/release/contour.yaml" CONTOUR_VERSION="$CONTOUR_VERSION" ENVOY_TAG="${ENVOY_IMAGE##*:}"
   contour_class contour-external LoadBalancer
   contour_class contour-internal ClusterIP
 }
@@ -469,12 +156,12 @@ check() {
   [[ -f $DIST/release.yaml && -f $DIST/contour.yaml ]] || die "no dist/release.yaml or dist/contour.yaml: run make release first"
   eval "$("$REPO/hack/stack.sh" env)"
   export KUBECONFIG
-  local kubectl=$BIN/kubectl image
+  local image
   log "server-side dry run of dist/contour.yaml and dist/release.yaml"
   local f
   for f in contour release; do
     # kubectl's warnings about objects the stack created without it are noise here
-    "$kubectl" apply --dry-run=server -f "$DIST/$f.yaml" >/dev/null 2>"$CACHE/logs/release-dry-run-$f.log" ||
+    kubectl apply --dry-run=server -f "$DIST/$f.yaml" >/dev/null 2>"$CACHE/logs/release-dry-run-$f.log" ||
       die "dist/$f.yaml was refused: $(grep -v '^Warning: resource' "$CACHE/logs/release-dry-run-$f.log")"
   done
   # The stack's node agent runs an image as the binary its image map names:
@@ -484,19 +171,19 @@ check() {
   controller_binary "$CACHE/bin/release-controller"
   "$REPO/hack/stack.sh" add-image "${image%@*}" "$CACHE/bin/release-controller"
   log "applying dist/release.yaml: the Deployment runs $image"
-  "$kubectl" apply -f "$DIST/release.yaml" >/dev/null
-  if ! "$kubectl" rollout status deployment/hitless-controller -n knative-serving --timeout=120s >&2; then
-    "$kubectl" get pods -n knative-serving -l app=hitless-controller -o wide >&2 || true
-    "$kubectl" delete deployment hitless-controller -n knative-serving --wait=false >/dev/null || true
+  kubectl apply -f "$DIST/release.yaml" >/dev/null
+  if ! kubectl rollout status deployment/hitless-controller -n knative-serving --timeout=120s >&2; then
+    kubectl get pods -n knative-serving -l app=hitless-controller -o wide >&2 || true
+    kubectl delete deployment hitless-controller -n knative-serving --wait=false >/dev/null || true
     die "the controller of dist/release.yaml did not become ready"
   fi
   local pods pod ok=0 n
-  pods=$("$kubectl" get pods -n knative-serving -l app=hitless-controller -o jsonpath='{.items[*].metadata.name}')
+  pods=$(kubectl get pods -n knative-serving -l app=hitless-controller -o jsonpath='{.items[*].metadata.name}')
   n=$(wc -w <<<"$pods")
   for _ in $(seq 1 60); do
     ok=0
     for pod in $pods; do
-      if "$kubectl" logs -n knative-serving "$pod" -c controller 2>/dev/null | grep -q 'Started workers'; then
+      if kubectl logs -n knative-serving "$pod" -c controller 2>/dev/null | grep -q 'Started workers'; then
         ok=$((ok + 1))
       fi
     done
@@ -505,7 +192,7 @@ check() {
   done
   # Only the Deployment goes: the RBAC and ConfigMaps are the ones the
   # stack's own controller runs with.
-  "$kubectl" delete deployment hitless-controller -n knative-serving --wait=true >/dev/null
+  kubectl delete deployment hitless-controller -n knative-serving --wait=true >/dev/null
   ((ok == n && n > 0)) || die "$ok of $n pods of the release's controller logged that their workers started (pods: $pods)"
   log "release check passed: both manifests accepted by the API server; all $n controller pods of $image started their workers"
 }

@@ -3,16 +3,18 @@
 # `make run-serving` (--serving): the stack, Knative Serving v0.50.0 with the
 # controller as its ingress, and a helloworld Knative Service.
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+repo=$REPO
 cd "$repo"
 if [ "${1:-}" = --serving ]; then
   hack/serving.sh up
   eval "$(hack/serving.sh env)"
-  kubectl=${HITLESS_CACHE:-$HOME/.cache/hitless}/bin/kubectl
-  "$kubectl" apply -f hack/demo/helloworld.yaml >/dev/null
+  kubectl=$BIN/kubectl # named in the hints printed below
+  kubectl apply -f hack/demo/helloworld.yaml >/dev/null
   echo "waiting for the helloworld Knative Service to be Ready..."
-  "$kubectl" wait -n demo ksvc/helloworld --for=condition=Ready --timeout=180s >/dev/null
-  url=$("$kubectl" get -n demo ksvc/helloworld -o jsonpath='{.status.url}')
+  kubectl wait -n demo ksvc/helloworld --for=condition=Ready --timeout=180s >/dev/null
+  url=$(kubectl get -n demo ksvc/helloworld -o jsonpath='{.status.url}')
   host=${url#http://}
   eval "$(hack/stack.sh env)"
   echo "curl -H 'Host: $host' http://$INGRESS_ADDRESS/"
@@ -30,7 +32,6 @@ Pod logs: .stack/logs/pods/; Serving's e2e knobs: hack/serving.sh env; \`make st
 EOT
   exit 0
 fi
-t0=${EPOCHREALTIME/,/.}
 hack/build-deps.sh --demo
 # The controller compiles while the stack starts (that is mostly waiting on
 # processes); hack/controller.sh start then finds it built.
@@ -40,14 +41,14 @@ hack/stack.sh up --demo
 wait "$build" || { echo "building the controller failed" >&2; exit 1; }
 hack/controller.sh start
 eval "$(hack/stack.sh env)"
-kubectl=${HITLESS_CACHE:-$HOME/.cache/hitless}/bin/kubectl
-"$kubectl" apply -f hack/demo/demo.yaml >/dev/null
+kubectl=$BIN/kubectl # named in the hints printed below
+kubectl apply -f hack/demo/demo.yaml >/dev/null
 echo "waiting for the demo KIngress to be Ready..."
-"$kubectl" wait -n demo kingress/demo --for=condition=Ready --timeout=180s >/dev/null
+kubectl wait -n demo kingress/demo --for=condition=Ready --timeout=180s >/dev/null
 echo "curl -H 'Host: demo.example.com' http://$INGRESS_ADDRESS/"
 curl -fsS --max-time 5 -H 'Host: demo.example.com' "http://$INGRESS_ADDRESS/" |
   python3 -c 'import json,sys; r=json.load(sys.stdin)["request"]; print("answered by backend", r["headers"]["X-Backend"][0])'
-echo "make run: the demo answered $(awk -v a="$t0" -v b="${EPOCHREALTIME/,/.}" 'BEGIN{printf "%.0f", b-a}') s after it started"
+echo "make run: the demo answered $(elapsed "$T0" 0) s after it started"
 
 cat <<EOT
 

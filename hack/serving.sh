@@ -28,9 +28,9 @@
 #   Serving's KIngresses go to hitless; config-domain: $SERVING_DOMAIN.
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-STACK=${HITLESS_STACK_DIR:-$REPO/.stack}
-BIN=${HITLESS_CACHE:-$HOME/.cache/hitless}/bin
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+HACK_KUBECONFIG=$STACK/kubeconfig
 MOD=$REPO/hack/tools/serving
 NS=knative-serving
 INGRESS_CLASS=contour.ingress.networking.knative.dev
@@ -40,30 +40,9 @@ TEST_REPO=ko.local/serving-test     # hack/stack.sh SERVING_TEST_REPO
 # shared with the hitless controller (hack/controller.sh): never overwritten
 SHARED_CONFIGMAPS=(observability.yaml)
 
-log() { printf '%s serving: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-kubectl() { "$BIN/kubectl" --kubeconfig "$STACK/kubeconfig" "$@"; }
-
 module_dir() { (cd "$MOD" && go list -m -f '{{.Dir}}' "$1"); }
 
-# retry runs a command until it succeeds, for up to 120 s. Serving's webhook
-# registers the rules of its ConfigMap validation as soon as it runs, which can
-# be before its pod answers on its Service; until it does the API server
-# refuses every write those rules cover ("failed calling webhook
-# config.webhook.serving.knative.dev ... connection refused"), so the writes
-# made while Serving starts wait for it rather than fail the run.
-retry() {
-  local deadline=$((SECONDS + 120)) out
-  until out=$("$@" 2>&1); do
-    if ((SECONDS >= deadline)); then
-      printf '%s\n' "$out" >&2
-      return 1
-    fi
-    sleep 2
-  done
-}
-
-apply_core() { render | kubectl apply -f - >/dev/null; }
+apply_core() { render_core | kubectl apply -f - >/dev/null; }
 
 # object_ids prints kind/namespace/name of each object of a manifest stream.
 object_ids() {
@@ -78,7 +57,7 @@ object_ids() {
 cmd_apart() {
   local ours theirs both f
   ours=$(for f in "$REPO"/config/*.yaml; do printf -- '---\n'; cat "$f"; printf '\n'; done | object_ids)
-  theirs=$(render | object_ids)
+  theirs=$(render_core | object_ids)
   [[ -n $ours && -n $theirs ]] || die "could not list the objects of config/ or of Serving's config/core"
   both=$(LC_ALL=C comm -12 <(printf '%s\n' "$ours") <(printf '%s\n' "$theirs"))
   if [[ -n $both ]]; then
@@ -87,10 +66,10 @@ cmd_apart() {
   log "config/ ($(wc -l <<<"$ours") objects) shares none with Serving's config/core ($(wc -l <<<"$theirs") objects)"
 }
 
-# render [--no-namespace] prints Serving's config/core as one stream, images
+# render_core [--no-namespace] prints Serving's config/core as one stream, images
 # replaced (without the namespace, which `down` keeps: the hitless controller's
 # config lives in it too).
-render() {
+render_core() {
   local dir f base
   dir=$(module_dir knative.dev/serving)/config/core
   while IFS= read -r f; do
@@ -116,15 +95,8 @@ serving_ready() {
 # webhook_serves: the API server reaches Serving's webhook (defaulting a
 # Knative Service through a server-side dry run)
 webhook_serves() {
-  kubectl apply --dry-run=server -f - >/dev/null 2>&1 <<EOF
-apiVersion: serving.knative.dev/v1
-kind: Service
-metadata: {name: webhook-check, namespace: default}
-spec:
-  template:
-    spec:
-      containers: [{image: $TEST_REPO/helloworld}]
-EOF
+  render "$REPO/hack/manifests/serving-webhook-check.yaml" IMAGE="$TEST_REPO/helloworld" |
+    kubectl apply --dry-run=server -f - >/dev/null 2>&1
 }
 
 cmd_up() {
@@ -141,14 +113,19 @@ cmd_up() {
   done
   # CRDs must be Established before the objects of their kinds; a first pass
   # may fail on those, the second after the wait does not
-  render | kubectl apply -f - >/dev/null 2>&1 || true
+  render_core | kubectl apply -f - >/dev/null 2>&1 || true
   kubectl wait --for=condition=Established --timeout=60s \
     crd/services.serving.knative.dev crd/revisions.serving.knative.dev crd/routes.serving.knative.dev \
     crd/configurations.serving.knative.dev >/dev/null
-  retry apply_core
-  retry kubectl -n "$NS" patch configmap config-network --type=merge \
+  # Writes made while Serving starts are retried for up to 120 s: Serving's
+  # webhook registers the rules of its ConfigMap validation as soon as it runs,
+  # which can be before its pod answers on its Service; until it does the API
+  # server refuses every write those rules cover ("failed calling webhook
+  # config.webhook.serving.knative.dev ... connection refused").
+  retry -i 2 -v 120 apply_core
+  retry -i 2 -v 120 kubectl -n "$NS" patch configmap config-network --type=merge \
     -p "{\"data\":{\"ingress-class\":\"$INGRESS_CLASS\"}}"
-  retry kubectl -n "$NS" patch configmap config-domain --type=merge \
+  retry -i 2 -v 120 kubectl -n "$NS" patch configmap config-domain --type=merge \
     -p "{\"data\":{\"$SERVING_DOMAIN\":\"\"}}"
 
   log "waiting for Serving's controller, webhook, activator and autoscaler"
@@ -168,7 +145,7 @@ cmd_down() {
   kubectl delete ksvc --all -A --wait=true --timeout=120s >/dev/null 2>&1 || true
   kubectl delete validatingwebhookconfigurations,mutatingwebhookconfigurations \
     -l app.kubernetes.io/name=knative-serving --ignore-not-found >/dev/null
-  render --no-namespace | kubectl delete --ignore-not-found --wait=false -f - >/dev/null 2>&1 || true
+  render_core --no-namespace | kubectl delete --ignore-not-found --wait=false -f - >/dev/null 2>&1 || true
   log "Serving removed (the hitless controller and the stack keep running)"
 }
 
@@ -189,7 +166,7 @@ case ${1:-} in
   up) cmd_up ;;
   down) cmd_down ;;
   env) cmd_env ;;
-  render) render ;;
+  render) render_core ;;
   apart) cmd_apart ;;
   *) echo "usage: $0 up | down | env | render | apart" >&2; exit 2 ;;
 esac

@@ -11,36 +11,17 @@
 #   hack/stack.sh down                      stop and remove everything (idempotent)
 #   hack/stack.sh env                       print KUBECONFIG and INGRESS_ADDRESS exports
 #   hack/stack.sh status                    what runs, what is ready
-#   hack/stack.sh restart NAME [--down S] [--kill]
-#                                           stop (--kill: SIGKILL) a component (kube-apiserver, a
-#                                           Contour: contour-external[-2],
-#                                           contour-internal[-2]), keep it down
-#                                           S seconds (default 0), start it and
-#                                           wait until it serves
-#   hack/stack.sh scale-envoy FLEET N       scale a fleet's Envoy pods to N and wait
-#                                           until exactly N are Ready and serve
-#   hack/stack.sh cut-xds IP                drop the xDS traffic between the Envoy
-#                                           pod IP and Contour: it keeps serving
-#                                           what it has and gets no update
-#   hack/stack.sh mend-xds                  undo every cut-xds
-#   hack/stack.sh fail-ready IP             make an Envoy pod's readiness probe
-#                                           fail while it keeps serving
-#   hack/stack.sh mend-ready                undo every fail-ready
 #   hack/stack.sh add-image REPO BINARY     pods of image repository REPO run BINARY
 #                                           (hack/release.sh check: the released image)
-#   hack/stack.sh proxy-protocol FLEET on|off
-#                                           restart the fleet's Contours with (on) or
-#                                           without (off) --use-proxy-protocol and wait
-#                                           until every Envoy pod of it serves again
-#                                           (on: only to clients that send a PROXY
-#                                           protocol header); `up` turns every fleet off
-# (restart, scale-envoy, cut-xds and fail-ready are for the fault tests: test/e2e/faults_*_test.go;
-# proxy-protocol for test/e2e/proxyprotocol_test.go)
+# The fault tests' commands (restart, scale-envoy, cut-xds, fail-ready,
+# proxy-protocol) are hack/faults.sh; `up` and `down` undo what they leave.
 #
 # State lives in $HITLESS_STACK_DIR (default <repo>/.stack): certs, kubeconfig,
 # pid files, logs/<component>.log, logs/pods/*.log, proxy-protocol-<fleet>
-# (present while that fleet is on PROXY protocol). Binaries come from
-# ${HITLESS_CACHE:-$HOME/.cache/hitless}/bin (hack/build-deps.sh).
+# (present while hack/faults.sh has that fleet on PROXY protocol). Binaries
+# come from ${HITLESS_CACHE:-$HOME/.cache/hitless}/bin (hack/build-deps.sh).
+# Paths, addresses, ports and the process handling are in
+# hack/lib/stack-common.sh, shared with hack/faults.sh.
 #
 # Addresses (nothing here ever routes off the machine):
 #   bridge cni0 10.244.0.1/16  pods 10.244.0.10-10.244.255.254  apiserver 10.244.0.1:6443
@@ -76,200 +57,16 @@
 #   Contour -> xDS -> Envoy -> kube-proxy end to end.
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-STACK=${HITLESS_STACK_DIR:-$REPO/.stack}
-CACHE=${HITLESS_CACHE:-$HOME/.cache/hitless}
-BIN=$CACHE/bin
-KCFG=$STACK/kubeconfig
-PIDS=$STACK/pids
-LOGS=$STACK/logs
-PKI=$STACK/pki
-# what the machine looked like before the first `up` since boot (sysctls, nft
-# tables), shared by every checkout's stack; /run is emptied on reboot, as are
-# sysctls and tables
-RUN_STATE=/run/hitless-stack
-
-BRIDGE=cni0
-GW=10.244.0.1
-# A /16 for the one node: host-local hands addresses out round-robin from
-# the last one it gave, so an address a deleted pod released comes back only
-# after ~65,000 others, never seconds later. On the /24 this used to be, busy
-# suites (conformance at 5-6 copies) wrapped the range and a new pod got the
-# address of one deleted 1-2 s earlier, while Envoy still had the old
-# endpoint (issue 13). A real cluster avoids reuse the same way.
-POD_PREFIX=16
-POD_CIDR=10.244.0.0/$POD_PREFIX
-POD_RANGE_START=10.244.0.10
-SVC_CIDR=10.96.0.0/16
-SVC_KUBERNETES_IP=10.96.0.1
-DNS_SVC_IP=10.96.0.10
-LB_CIDR=10.245.0.0/24
-LB_IP=10.245.0.10
-NODE=hitless-node
-CLUSTER_DOMAIN=cluster.local
-NFT_TABLE=hitless
-NETNS_PREFIX=hitless-
-CNI_NETWORK=hitless
-CONTOUR_VERSION=v1.33.8
-FLEETS=(contour-external contour-internal)
-# image repositories of Knative Serving's components and test images (hack/serving.sh)
-SERVING_CMD_REPO=ko.local/knative-serving
-SERVING_TEST_REPO=ko.local/serving-test
-declare -A XDS_PORT=([contour-external]=8001 [contour-internal]=8002)
-declare -A CONTOUR_PORT_BASE=([contour-external]=8100 [contour-internal]=8200)
-CONTOUR_REPLICAS=${HITLESS_CONTOUR_REPLICAS:-2}
-[[ $CONTOUR_REPLICAS =~ ^[12]$ ]] || { echo "HITLESS_CONTOUR_REPLICAS must be 1 or 2" >&2; exit 2; }
-SYSCTLS=(net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1)
-# in start order (`down` stops them in reverse, the apiserver before etcd)
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler nodeagent kube-proxy coredns)
-for _fleet in "${FLEETS[@]}"; do
-  COMPONENTS+=("$_fleet")
-  ((CONTOUR_REPLICAS < 2)) || COMPONENTS+=("$_fleet-2")
-done
-unset _fleet
-
-# contours FLEET: the component names of the fleet's Contour replicas
-contours() {
-  echo "$1"
-  ((CONTOUR_REPLICAS < 2)) || echo "$1-2"
-}
-# fleet_of NAME: the fleet a Contour replica serves (contour-external-2 -> contour-external)
-fleet_of() { echo "${1%-2}"; }
-# replica ports: replica 2 of a fleet serves xDS 10 above replica 1 and its
-# HTTP, health and debug ports 50 above
-second() { [[ $1 == *-2 ]]; }
-xds_port() { local f; f=$(fleet_of "$1"); if second "$1"; then echo $((XDS_PORT[$f] + 10)); else echo "${XDS_PORT[$f]}"; fi; }
-port_base() { local f; f=$(fleet_of "$1"); if second "$1"; then echo $((CONTOUR_PORT_BASE[$f] + 50)); else echo "${CONTOUR_PORT_BASE[$f]}"; fi; }
-# all_xds_ports: every xDS port of every replica, comma-separated
-all_xds_ports() {
-  local f c out=()
-  for f in "${FLEETS[@]}"; do for c in $(contours "$f"); do out+=("$(xds_port "$c")"); done; done
-  (IFS=,; echo "${out[*]}")
-}
-
-T0=${EPOCHREALTIME/,/.}
-log() { printf '%s stack: %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-elapsed() { awk -v a="$T0" -v b="${EPOCHREALTIME/,/.}" 'BEGIN{printf "%.1f", b-a}'; }
-kubectl() { "$BIN/kubectl" --kubeconfig "$KCFG" "$@"; }
-
-# retry SECONDS CMD... : runs CMD every 0.2 s until it succeeds or SECONDS pass
-retry() {
-  local deadline=$((SECONDS + $1))
-  shift
-  until "$@" >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.2
-  done
-}
-
-# ---------------------------------------------------------------- processes
-
-pid_of() { [[ -f $PIDS/$1.pid ]] && cat "$PIDS/$1.pid"; }
-
-# running PID: exists and is not a zombie waiting for its (new) parent to reap it
-running() { [[ -r /proc/$1/stat ]] && [[ $(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) != Z ]]; }
-
-# alive NAME: the pid recorded for NAME runs the binary recorded with it (or
-# an older build of it, since replaced on disk: see stale)
-alive() {
-  local pid exe
-  pid=$(pid_of "$1" 2>/dev/null) || return 1
-  [[ -n $pid ]] && running "$pid" || return 1
-  exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
-  [[ ${exe% (deleted)} == "$(cat "$PIDS/$1.exe" 2>/dev/null)" ]]
-}
-
-# stale NAME: alive, but its binary was rebuilt since it started
-stale() {
-  alive "$1" && [[ $(readlink "/proc/$(pid_of "$1")/exe" 2>/dev/null) == *" (deleted)" ]]
-}
-
-# restart_stale NAME...: stops each component whose binary was rebuilt, so the
-# caller starts the new build
-restart_stale() {
-  local name
-  for name in "$@"; do
-    if stale "$name"; then
-      log "$name: binary rebuilt since it started; restarting it"
-      stop "$name"
-    fi
-  done
-}
-
-# start NAME BINARY ARG... : runs BINARY in its own session, output to logs/NAME.log
-start() {
-  local name=$1 bin=$2
-  shift 2
-  [[ -x $bin ]] || die "$bin is missing (run hack/build-deps.sh)"
-  mkdir -p "$PIDS" "$LOGS"
-  rm -f "$PIDS/$name.pid"
-  readlink -f "$bin" >"$PIDS/$name.exe"
-  printf '\n==== %s starting %s\n' "$(date -Is)" "$name" >>"$LOGS/$name.log"
-  # the pid file is written by the process itself before it execs the binary
-  # shellcheck disable=SC2016 # expanded by the inner bash
-  setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$PIDS/$name.pid" "$bin" "$@" \
-    </dev/null >>"$LOGS/$name.log" 2>&1 9>&- &
-  retry 5 test -s "$PIDS/$name.pid" || die "$name did not start"
-  retry 5 alive "$name" || die "$name exited at once; see $LOGS/$name.log: $(tail -n 5 "$LOGS/$name.log")"
-  log "$name started (pid $(pid_of "$name"))"
-}
-
-# stop [-g GRACE_SECONDS | -k] NAME... : SIGTERM to all, wait, SIGKILL what
-# is left; -k: SIGKILL at once (a crash)
-stop() {
-  local grace=15 sig=TERM name pid i left
-  local -A pids=()
-  if [[ $1 == -g ]]; then grace=$2; shift 2; fi
-  if [[ $1 == -k ]]; then sig=KILL grace=5; shift; fi
-  for name in "$@"; do
-    if alive "$name"; then
-      pids[$name]=$(pid_of "$name")
-      kill -"$sig" "${pids[$name]}" 2>/dev/null || true
-    fi
-  done
-  for ((i = 0; i < grace * 10; i++)); do
-    left=0
-    for name in "${!pids[@]}"; do running "${pids[$name]}" && left=1; done
-    ((left)) || break
-    sleep 0.1
-  done
-  for name in "${!pids[@]}"; do
-    pid=${pids[$name]}
-    if running "$pid"; then
-      log "$name (pid $pid) ignored SIGTERM for ${grace}s; killing it"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-    log "$name stopped"
-  done
-  for name in "$@"; do rm -f "$PIDS/$name.pid" "$PIDS/$name.exe"; done
-}
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=hack/lib/stack-common.sh
+source "$REPO/hack/lib/stack-common.sh"
 
 # ---------------------------------------------------------------- networking
 
 cni_conflist() {
-  cat <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "$CNI_NETWORK",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$BRIDGE",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$STACK/cni/ipam",
-        "ranges": [[{ "subnet": "$POD_CIDR", "rangeStart": "$POD_RANGE_START", "gateway": "$GW" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }]
-      }
-    },
-    { "type": "loopback" }
-  ]
-}
-EOF
+  render "$REPO/hack/manifests/cni.conflist" NETWORK="$CNI_NETWORK" BRIDGE="$BRIDGE" IPAM_DIR="$STACK/cni/ipam" \
+    POD_CIDR="$POD_CIDR" RANGE_START="$POD_RANGE_START" GATEWAY="$GW"
 }
 
 nft_rules() {
@@ -479,69 +276,6 @@ EOF
   log "certs and kubeconfig written to $PKI, $KCFG"
 }
 
-# ---------------------------------------------------------------- control plane
-
-apiserver_ready() {
-  curl -fsS --max-time 2 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
-    "https://$GW:6443/readyz" >/dev/null 2>&1
-}
-
-control_plane_up() {
-  local t
-  restart_stale kube-scheduler kube-controller-manager kube-apiserver
-  if stale etcd; then
-    stop kube-apiserver
-    stop etcd
-    log "etcd: binary rebuilt since it started; restarting it with its data"
-  elif ! alive etcd; then
-    # a new etcd means a new cluster: nothing the old one knew is still running
-    rm -rf "$STACK/etcd" "$STACK/nodeagent" "$LOGS/pods"
-  fi
-  if ! alive etcd; then
-    start etcd "$BIN/etcd" --name hitless --data-dir "$STACK/etcd" \
-      --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-      --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-      --initial-cluster hitless=http://127.0.0.1:2380 --initial-cluster-state new \
-      --listen-metrics-urls http://127.0.0.1:2381 \
-      --unsafe-no-fsync --quota-backend-bytes=$((4 * 1024 * 1024 * 1024)) --log-level warn
-    retry 30 curl -fsS --max-time 1 http://127.0.0.1:2379/health || die "etcd is not healthy; see $LOGS/etcd.log"
-  fi
-  if ! alive kube-apiserver; then
-    t=${EPOCHREALTIME/,/.}
-    start kube-apiserver "$BIN/kube-apiserver" \
-      --etcd-servers=http://127.0.0.1:2379 \
-      --bind-address="$GW" --secure-port=6443 --advertise-address="$GW" \
-      --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
-      --client-ca-file="$PKI/ca.crt" \
-      --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
-      --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
-      --requestheader-extra-headers-prefix=X-Remote-Extra- \
-      --proxy-client-cert-file="$PKI/front-proxy-client.crt" --proxy-client-key-file="$PKI/front-proxy-client.key" \
-      --kubelet-client-certificate="$PKI/admin.crt" --kubelet-client-key="$PKI/admin.key" \
-      --service-cluster-ip-range="$SVC_CIDR" \
-      --service-account-issuer="https://kubernetes.default.svc.$CLUSTER_DOMAIN" \
-      --service-account-key-file="$PKI/sa.pub" \
-      --service-account-signing-key-file="$PKI/sa.key" \
-      --authorization-mode=RBAC --allow-privileged=true \
-      --disable-admission-plugins=TaintNodesByCondition \
-      --profiling=false --v=1
-    retry 60 apiserver_ready || die "kube-apiserver is not ready; see $LOGS/kube-apiserver.log"
-    log "kube-apiserver ready after $(awk -v a="$t" -v b="${EPOCHREALTIME/,/.}" 'BEGIN{printf "%.1f", b-a}')s"
-  fi
-  # The controller manager signs service-account tokens (token controller) and
-  # runs garbage collection, EndpointSlices, namespace deletion, Deployments...
-  alive kube-controller-manager || start kube-controller-manager "$BIN/kube-controller-manager" \
-    --kubeconfig="$KCFG" --authentication-kubeconfig="$KCFG" --authorization-kubeconfig="$KCFG" \
-    --controllers='*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle' --leader-elect=false \
-    --service-account-private-key-file="$PKI/sa.key" --root-ca-file="$PKI/ca.crt" \
-    --cluster-signing-cert-file="$PKI/ca.crt" --cluster-signing-key-file="$PKI/ca.key" \
-    --bind-address=127.0.0.1 --secure-port=10257 --profiling=false --v=1
-  # Pods must be bound to the node before the node agent runs them.
-  alive kube-scheduler || start kube-scheduler "$BIN/kube-scheduler" \
-    --kubeconfig="$KCFG" --authentication-kubeconfig="$KCFG" --authorization-kubeconfig="$KCFG" \
-    --leader-elect=false --bind-address=127.0.0.1 --secure-port=10259 --profiling=false --v=1
-}
-
 # ---------------------------------------------------------------- node agent
 
 images_json() {
@@ -622,55 +356,11 @@ nodeagent_up() {
 # ---------------------------------------------------------------- services and DNS
 
 corefile() {
-  cat <<EOF
-.:53 {
-    bind $GW
-    errors
-    health 127.0.0.1:10280
-    ready 127.0.0.1:10281
-    kubernetes $CLUSTER_DOMAIN in-addr.arpa ip6.arpa {
-        kubeconfig $KCFG
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-        ttl 5
-    }
-    cache 5
-}
-EOF
+  render "$REPO/hack/manifests/Corefile" LISTEN_IP="$GW" CLUSTER_DOMAIN="$CLUSTER_DOMAIN" KUBECONFIG="$KCFG"
 }
 
 kube_dns_manifest() {
-  cat <<EOF
-apiVersion: v1
-kind: Service
-metadata:
-  name: kube-dns
-  namespace: kube-system
-  labels: {k8s-app: kube-dns, kubernetes.io/name: CoreDNS, app.kubernetes.io/part-of: hitless-stack}
-spec:
-  clusterIP: $DNS_SVC_IP
-  ports:
-  - {name: dns, port: 53, protocol: UDP, targetPort: 53}
-  - {name: dns-tcp, port: 53, protocol: TCP, targetPort: 53}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: kube-dns-host
-  namespace: kube-system
-  labels:
-    kubernetes.io/service-name: kube-dns
-    endpointslice.kubernetes.io/managed-by: hitless-stack
-    app.kubernetes.io/part-of: hitless-stack
-addressType: IPv4
-endpoints:
-- addresses: [$GW]
-  conditions: {ready: true, serving: true, terminating: false}
-  nodeName: $NODE
-ports:
-- {name: dns, port: 53, protocol: UDP}
-- {name: dns-tcp, port: 53, protocol: TCP}
-EOF
+  render "$REPO/hack/manifests/kube-dns.yaml" CLUSTER_IP="$DNS_SVC_IP" HOST_IP="$GW" NODE="$NODE"
 }
 
 services_up() {
@@ -712,23 +402,6 @@ crds_up() {
 }
 
 # ---------------------------------------------------------------- Contour and Envoy
-
-contour_config() {
-  cat <<EOF
-# Contour configuration for the $1 fleet of the local stack.
-disablePermitInsecure: false
-accesslog-format: envoy
-# On here only for Knative's ingress conformance suite; off by default in
-# Contour, and users should leave it off. The suite's host-rewrite test routes
-# a KIngress to an ExternalName Service naming the internal Envoy Service (the
-# way DomainMapping does). Contour refuses ExternalName upstreams unless this
-# is set, because a Service pointing at Envoy's own admin listener, or at a
-# Service in a namespace its author cannot read, makes Envoy a way in
-# (GHSA-5ph6-qq5x-7jwc, kubernetes/kubernetes#103675). test/e2e's rewrite-host
-# test covers the same routing without it.
-enableExternalNameService: true
-EOF
-}
 
 # envoy_bootstrap FLEET: Envoy's bootstrap from `contour bootstrap` (xDS over plain
 # gRPC to this fleet's Contour), as one JSON document quoted as a YAML string
@@ -779,151 +452,7 @@ fleet_manifest() {
   bootstrap=$(envoy_bootstrap "$ns")
   svc_type=ClusterIP
   [[ $ns == contour-external ]] && svc_type=LoadBalancer
-  cat <<EOF
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: $ns
-  labels: {app.kubernetes.io/part-of: hitless-stack}
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: envoy
-  namespace: $ns
-  labels: {app: envoy, app.kubernetes.io/part-of: hitless-stack}
-spec:
-  type: $svc_type
-  selector: {app: envoy}
-  ports:
-  - {name: http, port: 80, protocol: TCP, targetPort: 8080}
-  - {name: https, port: 443, protocol: TCP, targetPort: 8443}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: envoy
-  namespace: $ns
-  labels: {app: envoy, app.kubernetes.io/part-of: hitless-stack}
-spec:
-  replicas: $replicas
-  selector:
-    matchLabels: {app: envoy}
-  template:
-    metadata:
-      labels: {app: envoy}
-    spec:
-      terminationGracePeriodSeconds: 10
-      containers:
-      - name: envoy
-        image: envoy
-        args:
-        - --config-yaml
-        - $bootstrap
-        - --service-cluster
-        - $ns
-        - --service-node
-        - \$(POD_NAME)
-        - --log-level
-        - info
-        - --disable-hot-restart
-        env:
-        - name: POD_NAME
-          valueFrom: {fieldRef: {fieldPath: metadata.name}}
-        - name: POD_NAMESPACE
-          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-        ports:
-        - {name: http, containerPort: 8080, protocol: TCP}
-        - {name: https, containerPort: 8443, protocol: TCP}
-        - {name: metrics, containerPort: 8002, protocol: TCP}
-        readinessProbe:
-          httpGet: {path: /ready, port: 8002}
-          periodSeconds: 2
-          failureThreshold: 2
----
-# A fixed route on every Envoy of the fleet, so that its HTTP listener exists
-# (Contour builds none without a virtual host) and the stack can check the whole
-# path: Contour -> xDS -> Envoy -> kube-proxy.
-apiVersion: projectcontour.io/v1
-kind: HTTPProxy
-metadata:
-  name: hitless-stack-probe
-  namespace: $ns
-  labels: {app.kubernetes.io/part-of: hitless-stack}
-spec:
-  ingressClassName: $ns
-  virtualhost: {fqdn: stack-probe.$ns.hitless.local}
-  routes:
-  - conditions: [{prefix: /}]
-    directResponsePolicy: {statusCode: 200, body: "hitless-stack $ns"}
-EOF
-}
-
-# Contour's client defaults (5 requests/s) make its HTTPProxy status writes
-# lag minutes behind at a thousand proxies; hitless reads that status back.
-contour_up() {
-  local c
-  for c in $(contours "$1"); do contour_up_one "$c"; done
-}
-
-# contour_up_one NAME: one Contour replica; the replicas of a fleet share its
-# configuration file and class, each has its own ports and pid
-contour_up_one() {
-  local name=$1 ns base cfg args
-  ns=$(fleet_of "$name")
-  base=$(port_base "$name")
-  cfg=$STACK/contour-$ns.yaml
-  contour_config "$ns" >"$cfg"
-  args=(serve --kubeconfig="$KCFG" --config-path="$cfg"
-    --xds-address="$GW" --xds-port="$(xds_port "$name")" --insecure
-    --leader-election-resource-namespace="$ns" --ingress-class-name="$ns"
-    --envoy-service-namespace="$ns" --envoy-service-name=envoy
-    --http-address=127.0.0.1 --http-port="$base"
-    --health-address=127.0.0.1 --health-port="$((base + 1))"
-    --debug-http-address=127.0.0.1 --debug-http-port="$((base + 2))"
-    --kubernetes-client-qps=100 --kubernetes-client-burst=200)
-  # every Envoy listener of the fleet then wants a PROXY protocol header
-  # (an AWS NLB in front of Envoy); the stats and health listener does not
-  if proxy_protocol "$ns"; then args+=(--use-proxy-protocol); fi
-  { printf '%s\n' "${args[@]}"; cat "$cfg"; } >"$STACK/$name.applied.new"
-  if ! cmp -s "$STACK/$name.applied.new" "$STACK/$name.applied" && alive "$name"; then
-    # Contour reads its flags and configuration file only when it starts
-    log "$name: flags or configuration changed; restarting it"
-    stop "$name"
-  fi
-  mv "$STACK/$name.applied.new" "$STACK/$name.applied"
-  restart_stale "$name"
-  alive "$name" || start "$name" "$BIN/contour" "${args[@]}"
-}
-
-# contour_serving NAME: its xDS server accepts connections, which Contour
-# starts only once its informers have synced and its first DAG is built
-contour_serving() {
-  timeout 1 bash -c "exec 3<>/dev/tcp/$GW/$(xds_port "$1")" 2>/dev/null
-}
-
-envoy_pods_ready() {
-  local ns=$1 want=$2 ready
-  ready=$(kubectl get pods -n "$ns" -l app=envoy -o jsonpath='{range .items[*]}{.metadata.deletionTimestamp}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' | grep -c '^ True$' || true)
-  [[ $ready -eq $want ]]
-}
-
-# envoy_pod_ips FLEET: the pod IPs of its Envoy pods that are not terminating
-envoy_pod_ips() {
-  kubectl get pods -n "$1" -l app=envoy \
-    -o jsonpath='{range .items[*]}{.status.podIP}{" "}{.metadata.deletionTimestamp}{"\n"}{end}' | awk 'NF == 1 {print $1}'
-}
-
-# proxy_protocol FLEET: the fleet's Contours run with --use-proxy-protocol
-# (hack/stack.sh proxy-protocol FLEET on)
-proxy_protocol() { [[ -f $STACK/proxy-protocol-$1 ]]; }
-
-# probe_envoy IP FLEET: the stack's own route answers through that Envoy,
-# to a client that sends a PROXY protocol header when the fleet wants one
-probe_envoy() {
-  local pp=()
-  if proxy_protocol "$2"; then pp=(--haproxy-protocol); fi
-  [[ $(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "${pp[@]}" -H "Host: stack-probe.$2.hitless.local" "http://$1/") == 200 ]]
+  render "$REPO/hack/manifests/fleet.yaml" NAMESPACE="$ns" REPLICAS="$replicas" BOOTSTRAP="$bootstrap" SERVICE_TYPE="$svc_type"
 }
 
 fleets_up() {
@@ -950,14 +479,6 @@ fleets_up() {
 }
 
 # ---------------------------------------------------------------- commands
-
-# one up or down at a time
-lock() {
-  [[ -n ${LOCKED:-} ]] && return 0
-  exec 9>"$STACK/.lock"
-  flock -w 120 9 || die "another hack/stack.sh up/down holds $STACK/.lock"
-  LOCKED=1
-}
 
 # refuse to tear down a stack that another checkout is running
 other_stack_check() {
@@ -992,7 +513,7 @@ cmd_up() {
   local t_deps
   "$REPO/hack/build-deps.sh" "${deps_flags[@]}"
   t_deps=$(elapsed)
-  T0=${EPOCHREALTIME/,/.}
+  T0=$(now)
   mkdir -p "$STACK"
   lock
   echo '*' >"$STACK/.gitignore"
@@ -1004,7 +525,7 @@ cmd_up() {
     if [[ -d $PIDS ]] || ip link show "$BRIDGE" >/dev/null 2>&1 || compgen -G "/run/netns/$NETNS_PREFIX*" >/dev/null; then
       log "no running stack; removing what an earlier one left behind"
       cmd_down
-      T0=${EPOCHREALTIME/,/.}
+      T0=$(now)
     fi
   fi
   mkdir -p "$LOGS" "$PIDS"
@@ -1086,169 +607,11 @@ cmd_status() {
   return $rc
 }
 
-# restart NAME [--down SECONDS] [--kill]: a component stopped (SIGTERM, as a
-# rolling update or a node drain would; with --kill, SIGKILL, as a crash or
-# an OOM kill would) and brought back by the same code as `up`, which waits
-# until it serves again. Envoy keeps the configuration it has
-# while its Contour is away; the API server's clients retry.
-cmd_restart() {
-  local name=${1:-} down=0 kill=0
-  shift || true
-  while (($#)); do
-    case $1 in
-      --kill) kill=1; shift ;;
-      --down) down=${2:?--down needs seconds}; shift 2 ;;
-      --down=*) down=${1#*=}; shift ;;
-      *) die "unknown flag for restart: $1" ;;
-    esac
-  done
-  [[ $down =~ ^[0-9]+$ ]] || die "--down must be a whole number of seconds"
-  lock
-  alive etcd || die "the stack is not up"
-  case $name in
-    kube-apiserver)
-      # One second to drain, then killed: its open watches would otherwise
-      # hold it 15 s in graceful shutdown. An outage, not a handover.
-      stop -g 1 kube-apiserver
-      sleep "$down"
-      control_plane_up
-      ;;
-    contour-external | contour-internal | contour-external-2 | contour-internal-2)
-      local ip fleet
-      fleet=$(fleet_of "$name")
-      [[ " $(contours "$fleet" | tr '\n' ' ') " == *" $name "* ]] || die "$name does not run (HITLESS_CONTOUR_REPLICAS=$CONTOUR_REPLICAS)"
-      if ((kill)); then stop -k "$name"; else stop "$name"; fi
-      sleep "$down"
-      contour_up_one "$name"
-      # Serving again once its xDS server accepts: Contour opens it only
-      # after its informers synced and its first DAG is built.
-      retry 60 contour_serving "$name" || die "$name does not serve xDS after its restart; see $LOGS/$name.log"
-      retry 60 curl -fsS --max-time 1 "http://127.0.0.1:$(($(port_base "$name") + 1))/healthz" ||
-        die "$name is not healthy after its restart; see $LOGS/$name.log"
-      for ip in $(envoy_pod_ips "$fleet"); do
-        retry 30 probe_envoy "$ip:8080" "$fleet" || die "Envoy pod $ip of $fleet does not serve after $name restarted"
-      done
-      ;;
-    *) die "restart knows kube-apiserver and the Contours ($(for f in "${FLEETS[@]}"; do contours "$f"; done | tr '\n' ' ')), not ${name:-nothing}" ;;
-  esac
-  log "$name restarted (down ${down}s$( ((kill)) && echo ', killed'))"
-}
-
-# scale-envoy FLEET N: the fleet's Envoy Deployment scaled to N; waits until
-# N pods are Ready (none terminating) and each serves the stack's probe route.
-# Which pod goes on a scale-down is the ReplicaSet's choice; annotate one
-# with controller.kubernetes.io/pod-deletion-cost to choose it.
-cmd_scale_envoy() {
-  local ns=${1:-} replicas=${2:-} ip
-  [[ " ${FLEETS[*]} " == *" $ns "* ]] || die "scale-envoy: unknown fleet ${ns:-''} (one of ${FLEETS[*]})"
-  [[ $replicas =~ ^[0-9]+$ && $replicas -ge 1 ]] || die "scale-envoy: N must be a positive number"
-  alive etcd || die "the stack is not up"
-  kubectl scale deployment/envoy -n "$ns" --replicas="$replicas" >/dev/null
-  retry 120 envoy_settled "$ns" "$replicas" || die "Envoy pods of $ns did not settle at $replicas: $(kubectl get pods -n "$ns" -o wide 2>&1)"
-  for ip in $(envoy_pod_ips "$ns"); do
-    retry 30 probe_envoy "$ip:8080" "$ns" || die "Envoy pod $ip of $ns does not serve the stack's probe route"
-  done
-  log "$ns: $replicas Envoy pods Ready ($(envoy_pod_ips "$ns" | tr '\n' ' '))"
-}
-
-# proxy-protocol FLEET on|off: the fleet's Contours restarted with (on) or
-# without (off) --use-proxy-protocol, as a cluster behind an AWS NLB runs
-# them; waits until every Envoy pod of the fleet serves the stack's probe
-# route again, to a client that sends the header when on. Meanwhile (and
-# while on) clients that do not match the setting are refused, those
-# through the fleet's Service too. `up` turns every fleet off again.
-cmd_proxy_protocol() {
-  local ns=${1:-} mode=${2:-} c ip
-  [[ " ${FLEETS[*]} " == *" $ns "* ]] || die "proxy-protocol: unknown fleet ${ns:-''} (one of ${FLEETS[*]})"
-  [[ $mode == on || $mode == off ]] || die "proxy-protocol: on or off, not ${mode:-nothing}"
-  lock
-  alive etcd || die "the stack is not up"
-  if [[ $mode == on ]]; then touch "$STACK/proxy-protocol-$ns"; else rm -f "$STACK/proxy-protocol-$ns"; fi
-  for c in $(contours "$ns"); do
-    contour_up_one "$c"
-    retry 60 contour_serving "$c" || die "$c does not serve xDS after its restart; see $LOGS/$c.log"
-  done
-  for ip in $(envoy_pod_ips "$ns"); do
-    retry 60 probe_envoy "$ip:8080" "$ns" || die "Envoy pod $ip of $ns does not serve with PROXY protocol $mode"
-  done
-  log "$ns: PROXY protocol $mode; every Envoy pod serves ($(envoy_pod_ips "$ns" | tr '\n' ' '))"
-}
-
-# envoy_settled FLEET N: exactly N Envoy pods, all Ready, none terminating
-envoy_settled() {
-  envoy_pods_ready "$1" "$2" && [[ $(kubectl get pods -n "$1" -l app=envoy -o name | wc -l) -eq $2 ]]
-}
-
-# cut-xds IP: an Envoy pod that no longer hears from Contour, the way a pod
-# behind a stalled connection is: its gRPC stream stays open (nothing is
-# refused, both directions are dropped), so it keeps its configuration and
-# stays Ready while every update passes it by. The chains live in the
-# stack's own nft table, so `down` removes them with it.
-# need_pod_ip CMD IP: IP is a pod address of the stack's pod range, and the
-# stack is up
-need_pod_ip() {
-  [[ ${2:-} =~ ^10\.244\.[0-9]+\.[0-9]+$ ]] || die "$1: IP must be a pod IP (in $POD_CIDR), not ${2:-nothing}"
-  alive etcd || die "the stack is not up"
-}
-
-cmd_cut_xds() {
-  local ip=${1:-} ports
-  need_pod_ip cut-xds "$ip"
-  ports=$(all_xds_ports)
-  nft -f - <<EOF
-table inet $NFT_TABLE {
-  chain xds-in { type filter hook input priority filter - 10; policy accept; }
-  chain xds-out { type filter hook output priority filter - 10; policy accept; }
-}
-add rule inet $NFT_TABLE xds-in ip saddr $ip tcp dport { $ports } drop comment "hitless: cut-xds $ip"
-add rule inet $NFT_TABLE xds-out ip daddr $ip tcp sport { $ports } drop comment "hitless: cut-xds $ip"
-EOF
-  log "xDS to and from $ip dropped"
-}
-
-cmd_mend_xds() {
-  local chain
-  for chain in xds-in xds-out; do
-    if nft list chain inet $NFT_TABLE $chain >/dev/null 2>&1; then nft delete chain inet $NFT_TABLE $chain; fi
-  done
-  log "xDS cuts mended"
-}
-
-# fail-ready IP: an Envoy pod whose readiness probe fails while Envoy keeps
-# serving, the way a pod does whose /ready answers too late under load (the
-# node agent's probe times out after 1 s): the EndpointSlice marks it not
-# ready, kube-proxy sends it no new connections, but every client connection
-# it has stays and is served. Only the probe (host -> pod, the health port
-# 8002 of the Envoy manifest above) is dropped.
-cmd_fail_ready() {
-  local ip=${1:-}
-  need_pod_ip fail-ready "$ip"
-  nft -f - <<EOF
-table inet $NFT_TABLE {
-  chain ready-out { type filter hook output priority filter - 10; policy accept; }
-}
-add rule inet $NFT_TABLE ready-out ip daddr $ip tcp dport 8002 drop comment "hitless: fail-ready $ip"
-EOF
-  log "readiness probes to $ip dropped"
-}
-
-cmd_mend_ready() {
-  if nft list chain inet $NFT_TABLE ready-out >/dev/null 2>&1; then nft delete chain inet $NFT_TABLE ready-out; fi
-  log "readiness probe drops mended"
-}
-
 case ${1:-} in
   up) shift; cmd_up "$@" ;;
   down) cmd_down ;;
   env) cmd_env ;;
   status) cmd_status ;;
-  restart) shift; cmd_restart "$@" ;;
-  scale-envoy) shift; cmd_scale_envoy "$@" ;;
-  cut-xds) shift; cmd_cut_xds "$@" ;;
-  mend-xds) cmd_mend_xds ;;
-  fail-ready) shift; cmd_fail_ready "$@" ;;
-  mend-ready) cmd_mend_ready ;;
   add-image) shift; cmd_add_image "$@" ;;
-  proxy-protocol) shift; cmd_proxy_protocol "$@" ;;
-  *) echo "usage: $0 up [--envoy-replicas N] [--demo] | down | env | status | restart NAME [--down S] [--kill] | scale-envoy FLEET N | cut-xds IP | mend-xds | fail-ready IP | mend-ready | add-image REPOSITORY BINARY | proxy-protocol FLEET on|off" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--envoy-replicas N] [--demo] | down | env | status | add-image REPOSITORY BINARY" >&2; exit 2 ;;
 esac

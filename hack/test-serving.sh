@@ -26,15 +26,16 @@ case "${1:-}" in
   *) echo "usage: hack/test-serving.sh [--e2e | --all]" >&2; exit 2 ;;
 esac
 has() { [[ " $suites " == *" $1 "* ]]; }
-repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+repo=$REPO
 cd "$repo"
-kubectl=${HITLESS_CACHE:-$HOME/.cache/hitless}/bin/kubectl
-logs=${HITLESS_STACK_DIR:-$repo/.stack}/logs
+logs=$STACK/logs
 
 stack_was_up=false
 if hack/stack.sh status >/dev/null 2>&1; then stack_was_up=true; fi
 serving_was_up=false
-if [ "$stack_was_up" = true ] && "$kubectl" --kubeconfig "${HITLESS_STACK_DIR:-$repo/.stack}/kubeconfig" \
+if [ "$stack_was_up" = true ] && kubectl --kubeconfig "$STACK/kubeconfig" \
   get deploy -n knative-serving activator >/dev/null 2>&1; then serving_was_up=true; fi
 
 cleanup() {
@@ -57,14 +58,14 @@ export KUBECONFIG SYSTEM_NAMESPACE GATEWAY_OVERRIDE GATEWAY_NAMESPACE_OVERRIDE K
 # a Revision whose pods never become available fails after 120 s rather than
 # 600 s, which TestContainerExitingMsg waits for (a crash alone changes no
 # Deployment status, so nothing else re-reconciles the Revision).
-"$kubectl" -n "$SYSTEM_NAMESPACE" patch configmap config-deployment --type=merge \
+kubectl -n "$SYSTEM_NAMESPACE" patch configmap config-deployment --type=merge \
   -p '{"data":{"progress-deadline":"120s"}}' >/dev/null
 # What Serving's own e2e set-up applies before its suites (test/e2e-common.sh):
 # the test namespaces, the ConfigMap and Secret some tests mount, and the
 # ResourceQuota of rq-test that TestResourceQuotaError runs into.
 serving_dir=$(cd hack/tools/serving && go list -m -f '{{.Dir}}' knative.dev/serving)
 # (kubectl warns about the namespaces an earlier version of this script created)
-if ! out=$("$kubectl" apply -f "$serving_dir/test/config/cluster-resources.yaml" \
+if ! out=$(kubectl apply -f "$serving_dir/test/config/cluster-resources.yaml" \
   -f "$serving_dir/test/config/test-resources.yaml" -f "$serving_dir/test/config/resource-quota/resource-quota.yaml" 2>&1); then
   echo "$out" >&2
   exit 1

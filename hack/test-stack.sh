@@ -5,7 +5,9 @@
 # hack/test-serving.sh --all: Serving's conformance and e2e suites and our
 # Serving-level tests), and stops everything it started, whatever the outcome.
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+repo=$REPO
 cd "$repo"
 
 stack_was_up=false

@@ -2,7 +2,9 @@
 # The fast layers of `make test`: a broken build fails here within a minute
 # or two on a warm cache, before anything slow starts.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+cd "$REPO"
 
 echo "--- go build"
 go build ./...

@@ -13,7 +13,9 @@
 # the default is pkg/client.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+REPO_ROOT=$REPO
 TOOLS_DIR="${REPO_ROOT}/hack/tools/codegen"
 BOILERPLATE="${REPO_ROOT}/hack/boilerplate.go.txt"
 OUTPUT_DIR=${CODEGEN_OUTPUT_DIR:-${REPO_ROOT}/pkg/client}

@@ -3,7 +3,9 @@
 # generate now: regenerates into a temporary directory and diffs the trees.
 set -euo pipefail
 
-REPO_ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=hack/lib.sh
+source "$(dirname "$0")/lib.sh"
+REPO_ROOT=$REPO
 GENERATED="${REPO_ROOT}/pkg/client"
 
 tmp=$(mktemp -d)

@@ -47,9 +47,9 @@ func TestFaultNotReadyEnvoyPodStillServes(t *testing.T) {
 	load, stopLoad := startLoadOn(ctx, envInt("FAULT_RPS", 100), targets, "old")
 	defer stopLoad()
 
-	t.Cleanup(func() { _ = stackErr("mend-xds"); _ = stackErr("mend-ready") })
-	stack(t, "cut-xds", lagIP)
-	stack(t, "fail-ready", lagIP)
+	t.Cleanup(func() { _ = faultErr("mend-xds"); _ = faultErr("mend-ready") })
+	fault(t, "cut-xds", lagIP)
+	fault(t, "fail-ready", lagIP)
 	// Wait until its endpoint says not ready: that is what hitless reads.
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		return !slices.Contains(c.EnvoyPods(ctx, external), lagIP), nil
@@ -81,7 +81,7 @@ func TestFaultNotReadyEnvoyPodStillServes(t *testing.T) {
 	} else {
 		_, reason, msg := condition(ing, v1alpha1.IngressConditionLoadBalancerReady)
 		t.Logf("held while %s lags: %s: %s", lagIP, reason, msg)
-		stack(t, "mend-xds")
+		fault(t, "mend-xds")
 		// Two minutes: the cut gRPC stream recovers on TCP retransmission back-off.
 		if _, err := c.WaitFor(ctx, ns, "unready", 2*time.Minute, "Ready once the lagging pod hears from Contour", ready); err != nil {
 			t.Fatal(err)
@@ -97,7 +97,7 @@ func TestFaultNotReadyEnvoyPodStillServes(t *testing.T) {
 			t.Errorf("Envoy pod %s after Ready: backend %q, %v; want new", ip, b, err)
 		}
 	}
-	stack(t, "mend-ready")
+	fault(t, "mend-ready")
 	waitWarmReleased(ctx, t, c, ns)
 	stopLoad()
 	reportFault(t, "envoy-pod-not-ready-still-serving", load.Summarize(), converge)

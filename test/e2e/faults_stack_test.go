@@ -91,7 +91,7 @@ func envoyPodsChangeMidRollout(t *testing.T, phase string) {
 	if len(before) < 2 {
 		t.Fatalf("fleet %s has %d ready Envoy pods, the test needs 2 or more", external, len(before))
 	}
-	t.Cleanup(func() { _ = stackErr("scale-envoy", external, strconv.Itoa(len(before))) })
+	t.Cleanup(func() { _ = faultErr("scale-envoy", external, strconv.Itoa(len(before))) })
 
 	ext, local := servedOnTwoHosts(ctx, t, c, ns, "pods", "old")
 
@@ -122,8 +122,8 @@ func envoyPodsChangeMidRollout(t *testing.T, phase string) {
 		}
 		load.Allow("old", "new")
 	case "Switching":
-		t.Cleanup(func() { _ = stackErr("mend-xds") })
-		stack(t, "cut-xds", goneIP)
+		t.Cleanup(func() { _ = faultErr("mend-xds") })
+		fault(t, "cut-xds", goneIP)
 		backend, rules = "old", twoHosts(ext, local, "old")
 		for i := range rules {
 			rules[i].Headers = map[string]string{"X-Generation": "2"}
@@ -143,14 +143,14 @@ func envoyPodsChangeMidRollout(t *testing.T, phase string) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	stack(t, "scale-envoy", external, strconv.Itoa(len(before)+1))
+	fault(t, "scale-envoy", external, strconv.Itoa(len(before)+1))
 	ing, err := c.WaitFor(ctx, ns, "pods", time.Minute, "waiting for the added Envoy pod", waiting(len(before)+1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _, msg := condition(ing, v1alpha1.IngressConditionLoadBalancerReady)
 	t.Logf("pod added: %s", msg)
-	stack(t, "scale-envoy", external, strconv.Itoa(len(before)))
+	fault(t, "scale-envoy", external, strconv.Itoa(len(before)))
 	after := envoyPods(ctx, t, c, external)
 	if _, ok := after[goneIP]; ok {
 		t.Fatalf("Envoy pod %s (%s) is still there after the scale-down", gone, goneIP)
@@ -243,7 +243,7 @@ func restartMidRollout(t *testing.T, prefix, fault string, rounds int, run func(
 }
 
 // killContours SIGKILLs one Contour replica of each fleet and brings it back
-// (hack/stack.sh restart --kill waits until it serves xDS again): replica 1
+// (hack/faults.sh restart --kill waits until it serves xDS again): replica 1
 // in odd rounds, replica 2 in even ones, so every Envoy stream on either
 // loses its Contour in turn.
 func killContours(t *testing.T, round int) {
@@ -253,7 +253,7 @@ func killContours(t *testing.T, round int) {
 		if round%2 == 0 {
 			name += "-2"
 		}
-		stack(t, "restart", name, "--kill")
+		fault(t, "restart", name, "--kill")
 	}
 }
 
@@ -289,7 +289,7 @@ func TestFaultAPIServerDownMidRollout(t *testing.T) {
 		}
 	})
 	restartMidRollout(t, "apiserver", "apiserver-down-10s", 1, func(t *testing.T, _ int) {
-		stack(t, "restart", "kube-apiserver", "--down", "10")
+		fault(t, "restart", "kube-apiserver", "--down", "10")
 	})
 }
 

@@ -28,18 +28,28 @@ func controller(t *testing.T, args ...string) {
 	}
 }
 
-// stack runs hack/stack.sh with the given arguments (restart, scale-envoy).
-func stack(t *testing.T, args ...string) {
+// fault runs hack/faults.sh with the given arguments (restart, scale-envoy,
+// cut-xds, fail-ready, proxy-protocol and their undoing).
+func fault(t *testing.T, args ...string) {
 	t.Helper()
-	if err := stackErr(args...); err != nil {
+	if err := faultErr(args...); err != nil {
 		t.Fatal(err)
 	}
 }
 
+func faultErr(args ...string) error {
+	return script("faults.sh", args...)
+}
+
+// stackErr runs hack/stack.sh with the given arguments (up).
 func stackErr(args ...string) error {
-	out, err := exec.Command("../../hack/stack.sh", args...).CombinedOutput()
+	return script("stack.sh", args...)
+}
+
+func script(name string, args ...string) error {
+	out, err := exec.Command("../../hack/"+name, args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("hack/stack.sh %s: %w\n%s", strings.Join(args, " "), err, out)
+		return fmt.Errorf("hack/%s %s: %w\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return nil
 }

@@ -42,9 +42,9 @@ func TestProxyProtocol(t *testing.T) {
 	}
 	name := func(i int) string { return fmt.Sprintf("b%d", i) }
 
-	stack(t, "proxy-protocol", internal, "on")
+	fault(t, "proxy-protocol", internal, "on")
 	t.Cleanup(func() {
-		if err := stackErr("proxy-protocol", internal, "off"); err != nil {
+		if err := faultErr("proxy-protocol", internal, "off"); err != nil {
 			t.Error(err)
 		}
 	})
@@ -167,7 +167,7 @@ func TestProxyProtocol(t *testing.T) {
 	// still be served by the draining listener they were accepted on (with
 	// the current routes: a rollout then goes Ready through them, rightly,
 	// as they are served).
-	stack(t, "proxy-protocol", internal, "off")
+	fault(t, "proxy-protocol", internal, "off")
 	controller(t, "stop")
 	controller(t, "start")
 	last := name(swaps + 1)
