@@ -1,0 +1,120 @@
+package probe
+
+import "time"
+
+// behindGateLocked tells whether a gate of an earlier round waits on the
+// pod.
+func (p *Prober) behindGateLocked(pd *pod, c *check) bool {
+	h := p.headLocked(pd)
+	return h != nil && h.round.seq < c.round.seq
+}
+
+// busyRetry is how often, at most, the head of a pod with held checks is
+// retried.
+const busyRetry = 250 * time.Millisecond
+
+// scoutLocked is the held check of the latest round: served, it shows the
+// pod has every earlier round too (a stuck head holds no one then).
+func (p *Prober) scoutLocked(pd *pod) *check {
+	var scout *check
+	for h := range pd.held {
+		if scout == nil || h.round.seq > scout.round.seq {
+			scout = h
+		}
+	}
+	return scout
+}
+
+// headLocked is the pod's oldest gate: the frontier of what it serves.
+func (p *Prober) headLocked(pd *pod) *check {
+	var head *check
+	for g := range pd.gates {
+		if head == nil || g.round.seq < head.round.seq {
+			head = g
+		}
+	}
+	return head
+}
+
+// gateLocked makes c a gate of its pod: it holds the checks of later
+// rounds.
+func (p *Prober) gateLocked(pd *pod, c *check) {
+	if !c.gate {
+		c.gate = true
+		pd.gates[c] = struct{}{}
+	}
+}
+
+// ungateLocked: c holds no one any more. When it was the head, the held
+// checks older than the new head (all, without one) go back to the queue;
+// none is probed for it: each was held for an answer that still stands.
+func (p *Prober) ungateLocked(pd *pod, c *check) {
+	if !c.gate {
+		return
+	}
+	wasHead := p.headLocked(pd) == c
+	c.gate = false
+	delete(pd.gates, c)
+	if !wasHead {
+		return
+	}
+	head := p.headLocked(pd)
+	for h := range pd.held {
+		if head == nil || h.round.seq <= head.round.seq {
+			p.unholdLocked(pd, h, false)
+		}
+	}
+}
+
+// servedLocked: the pod served c, probed at sent, so it took a push that
+// has c's round and, Contour's configuration being whole, every earlier
+// one. The held checks of those rounds answered before sent (or not at
+// all) get one probe each; the head, if it answered before sent, is probed
+// now rather than at the end of its back-off, to find how far the push
+// goes. Later rounds stay held: the head or the scout tells when the pod
+// has them.
+func (p *Prober) servedLocked(pd *pod, c *check, sent time.Time) {
+	if c.round.seq > pd.newest {
+		pd.newest, pd.newestSent = c.round.seq, sent
+	}
+	for h := range pd.held {
+		if h.round.seq <= c.round.seq && h.answered.Before(sent) {
+			p.unholdLocked(pd, h, true)
+		}
+	}
+	if head := p.headLocked(pd); head != nil && !head.probing && head.answered.Before(sent) {
+		if head.held {
+			p.unholdLocked(pd, head, true)
+		} else {
+			head.pass = true
+			// Already queued: this only moves it up.
+			pd.queue.AddAfter(head, 0)
+		}
+	}
+}
+
+// unholdLocked queues a held check again; pass lets its next probe go even
+// behind a gate.
+func (p *Prober) unholdLocked(pd *pod, h *check, pass bool) {
+	delete(pd.held, h)
+	h.held = false
+	h.pass = h.pass || pass
+	pd.queue.AddAfter(h, 0)
+}
+
+// forgetLocked marks a check no longer wanted. One in the queue or in
+// flight releases its pod reference when it comes out; a held one does
+// here, and a gate stops holding anyone.
+func (p *Prober) forgetLocked(c *check) {
+	c.gone = true
+	pd := p.pods[c.ip]
+	if pd == nil {
+		return
+	}
+	if c.held {
+		delete(pd.held, c)
+		c.held = false
+		pd.refs--
+	}
+	p.ungateLocked(pd, c)
+}
