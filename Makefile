@@ -79,8 +79,8 @@ bench-scale: ## N KIngresses to Ready, then 100 rollouts at once: hitless and th
 	hack/bench.sh scale -kingresses $${KINGRESSES:-1000} -modes $${MODES:-hitless,floor}
 
 .PHONY: bench-scale-curve
-bench-scale-curve: ## bench-scale at 250, 500, 1,000 and 2,000 KIngresses in turn: the growth curve as a table + docs/scale.svg
-	hack/bench.sh scale -kingresses $${KINGRESSES:-250,500,1000,2000} -svg docs/scale.svg
+bench-scale-curve: ## bench-scale at 250, 500, 1,000 and 2,000 KIngresses in turn, hitless and the floor at each: the growth curve as a table + docs/scale.svg
+	hack/bench.sh scale -kingresses $${KINGRESSES:-250,500,1000,2000} -modes $${MODES:-hitless,floor} -svg docs/scale.svg
 
 .PHONY: fuzz
 fuzz: ## fuzz the builders (FUZZTIME=1m by default)
