@@ -123,3 +123,20 @@ func TestAnswersThatSayNothingOfThePushHoldNoOne(t *testing.T) {
 	// k1 answers 404: the head, retried on its back-off.
 	awaitProbes(t, e, "k1.example.com", 3)
 }
+
+// TestCancelWhereForgetsTheRoundsOfABucket: a replica demoted from a
+// bucket forgets the rounds of its KIngresses, serving and warm, and only
+// those.
+func TestCancelWhereForgetsTheRoundsOfABucket(t *testing.T) {
+	_, _, p := onePod(t)
+	ings := rounds(t, p, 4)
+	warm := ings[1]
+	warm.Key.Warm = true
+	if _, err := p.IsReady(context.Background(), warm); err != nil {
+		t.Fatal(err)
+	}
+	p.CancelWhere(func(k types.NamespacedName) bool { return k.Name == "k1" || k.Name == "k2" })
+	if got := p.Rounds(); got != 2 {
+		t.Errorf("Rounds() = %d after cancelling k1 (serving and warm) and k2, want 2 (k0, k3)", got)
+	}
+}

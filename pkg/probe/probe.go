@@ -486,6 +486,18 @@ func (p *Prober) Cancel(key RoundKey) {
 	}
 }
 
+// CancelWhere forgets every round of the KIngresses for which drop is true
+// (those of a bucket this replica no longer leads).
+func (p *Prober) CancelWhere(drop func(types.NamespacedName) bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for key, r := range p.rounds {
+		if drop(key.NamespacedName) {
+			p.dropLocked(r)
+		}
+	}
+}
+
 func (p *Prober) dropLocked(r *round) {
 	r.cancel()
 	for _, c := range r.checks {

@@ -30,6 +30,7 @@ import (
 type Prober interface {
 	IsReady(ctx context.Context, round probe.Round) (probe.Progress, error)
 	Cancel(key probe.RoundKey)
+	CancelWhere(drop func(types.NamespacedName) bool)
 }
 
 // Reconciler implements the KIngress reconciler.
@@ -51,23 +52,16 @@ type Reconciler struct {
 }
 
 var (
-	_ ingressreconciler.Interface         = (*Reconciler)(nil)
-	_ ingressreconciler.ReadOnlyInterface = (*Reconciler)(nil)
-	_ pkgreconciler.OnDeletionInterface   = (*Reconciler)(nil)
+	_ ingressreconciler.Interface       = (*Reconciler)(nil)
+	_ pkgreconciler.OnDeletionInterface = (*Reconciler)(nil)
 )
 
-// ObserveKind is what a replica that does not lead a KIngress's bucket does
-// with it: nothing. Being an observer makes the generated reconciler call
-// ObserveDeletion on every replica, and a replica that led the bucket
-// before may still hold prober rounds of the KIngress.
-func (r *Reconciler) ObserveKind(context.Context, *v1alpha1.Ingress) pkgreconciler.Event {
-	return nil
-}
-
 // ObserveDeletion forgets a deleted KIngress: its prober rounds (its own
-// and its warm set's) and its metrics. It runs from the workqueue, never
-// beside a ReconcileKind of the same key, so a round that reconcile
-// started is cancelled here after it.
+// and its warm set's) and its metrics. The leader of its bucket runs it,
+// from the workqueue, never beside a ReconcileKind of the same key, so a
+// round that reconcile started is cancelled here after it. A replica that
+// led the bucket before forgot the bucket's rounds when it was demoted
+// (forgetBucket).
 func (r *Reconciler) ObserveDeletion(_ context.Context, key types.NamespacedName) error {
 	r.cancelProbing(key)
 	r.metrics.forget(key)
@@ -135,4 +129,11 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 		}
 	}
 	return nil
+}
+
+// forgetBucket drops the prober's rounds of the KIngresses of a bucket this
+// replica no longer leads: their new leader probes them, and nothing here
+// would ever end them.
+func (r *Reconciler) forgetBucket(b pkgreconciler.Bucket) {
+	r.prober.CancelWhere(b.Has)
 }

@@ -91,7 +91,8 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 			impl.FilteredGlobalResync(classFilter(class), ingInformer.Informer())
 		})
 		store.WatchConfigs(cmw)
-		return controller.Options{ConfigStore: store, PromoteFilterFunc: classFilter(class)}
+		return controller.Options{ConfigStore: store, PromoteFilterFunc: classFilter(class),
+			DemoteFunc: func(b pkgreconciler.Bucket) { r.forgetBucket(b) }}
 	})
 	retry, err := newUnavailableRetry(impl.Reconciler)
 	if err != nil {

@@ -87,6 +87,8 @@ func (p *fakeProber) IsReady(ctx context.Context, round probe.Round) (probe.Prog
 	return p.progress[round.Hash], nil
 }
 
+func (p *fakeProber) CancelWhere(func(types.NamespacedName) bool) {}
+
 func (p *fakeProber) Cancel(key probe.RoundKey) {
 	p.cancelled = append(p.cancelled, key)
 }
