@@ -90,8 +90,19 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 			// asked; waiting, the condition says what to check.
 			return "400: " + proxyUnexpected, errNotYet
 		}
-		p.logger.Infow("Probe abandoned on an unexpected status", "key", c.round.key.String(), "url", c.url.String(), "pod", c.ip, "status", resp.StatusCode)
-		return "", nil
+		// A backend that cannot read what Envoy sends it: a TLS port
+		// spoken to in plain text ("Client sent an HTTP request to an
+		// HTTPS server"), which a pod can answer for a moment while it
+		// takes in a switch to such a backend. Every request of a client
+		// would get the same; abandoning the URL would call the pod
+		// served (seen in make test: TestSystemInternalTLS, 9 requests
+		// answered 400 after a rollout so confirmed). It waits, and the
+		// condition shows the code.
+		return "400", errNotYet
+	case http.StatusBadGateway, http.StatusGatewayTimeout:
+		// Envoy could not reach the backend, or not in time: no client
+		// request would be served either.
+		return strconv.Itoa(resp.StatusCode), errNotYet
 	case http.StatusUnauthorized, http.StatusForbidden:
 		// An authorization server in front of the host refused the probe:
 		// Envoy answered before routing, which proves nothing about the

@@ -346,6 +346,21 @@ func TestConnectionsAreSharedAcrossKIngresses(t *testing.T) {
 	}
 }
 
+// TestAnswersNoClientWouldGetServedWait: 400 (a TLS backend spoken to in
+// plain text), 502 and 504 (a backend Envoy cannot reach) are what every
+// client request would get too: the pod is waited on, never called served.
+func TestAnswersNoClientWouldGetServedWait(t *testing.T) {
+	for _, code := range []int{http.StatusBadRequest, http.StatusBadGateway, http.StatusGatewayTimeout} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			a, c, p := onePod(t)
+			ing := kingress("hello", "hello.example.com")
+			a.serve("hello.example.com", code, "")
+			awaitProgress(t, p, ing, "waiting on "+strconv.Itoa(code), laggardSays(strconv.Itoa(code)))
+			c.none(t, 100*time.Millisecond)
+		})
+	}
+}
+
 func TestUnexpectedStatusAbandons(t *testing.T) {
 	// Knative's verdict: an unexpected status abandons the probe rather
 	// than wait forever.
