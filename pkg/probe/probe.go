@@ -183,9 +183,10 @@ type PodWait struct {
 	// dial error), empty before the first answer.
 	LastError string
 	// Behind: the pod has not answered yet, or its last answer says it
-	// has not the round's configuration yet (404, an older hash, 503) and
-	// it serves no later round either: it is waiting for Contour's push,
-	// nothing an operator can act on yet.
+	// has not the round's configuration yet (404, an older hash, 503)
+	// while it holds checks of later rounds and serves none of them: it is
+	// waiting for Contour's push with everyone else, nothing an operator
+	// can act on yet.
 	Behind bool
 }
 
