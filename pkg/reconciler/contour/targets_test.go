@@ -180,22 +180,8 @@ func TestNotReadyEnvoyPodThatStopsAcceptingIsForgotten(t *testing.T) {
 // probed; a fleet without an HTTPS port could confirm nothing of it and
 // says so instead of passing it unasked.
 func TestAuthorizedHostsAreProbedOverHTTPSOnly(t *testing.T) {
-	ing := &v1alpha1.Ingress{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "hello", Annotations: map[string]string{
-			resources.AnnotationExtensionService: "authz",
-		}},
-		Spec: v1alpha1.IngressSpec{
-			Rules: []v1alpha1.IngressRule{{
-				Hosts:      []string{"hello.example.com"},
-				Visibility: v1alpha1.IngressVisibilityExternalIP,
-				HTTP: &v1alpha1.HTTPIngressRuleValue{Paths: []v1alpha1.HTTPIngressPath{{
-					Splits: []v1alpha1.IngressBackendSplit{{IngressBackend: v1alpha1.IngressBackend{
-						ServiceName: "blue", ServicePort: intstr.FromInt(80)}, Percent: 100}},
-				}}},
-			}},
-			TLS: []v1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert"}},
-		},
-	}
+	ing := helloWithCert()
+	ing.Annotations = map[string]string{resources.AnnotationExtensionService: "authz"}
 	ctx := context.Background()
 
 	targets, _ := fleetWithTLS(t, 8080, 8443, map[string]bool{"127.0.0.3": true})
@@ -285,20 +271,7 @@ func TestHTTPSOnlyEnvoyService(t *testing.T) {
 // use-proxy-protocol is probed with the PROXY header over both its
 // listeners; one without the key is not.
 func TestProxyProtocolFleetTargetsSendTheHeader(t *testing.T) {
-	ing := &v1alpha1.Ingress{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "hello"},
-		Spec: v1alpha1.IngressSpec{
-			Rules: []v1alpha1.IngressRule{{
-				Hosts:      []string{"hello.example.com"},
-				Visibility: v1alpha1.IngressVisibilityExternalIP,
-				HTTP: &v1alpha1.HTTPIngressRuleValue{Paths: []v1alpha1.HTTPIngressPath{{
-					Splits: []v1alpha1.IngressBackendSplit{{IngressBackend: v1alpha1.IngressBackend{
-						ServiceName: "blue", ServicePort: intstr.FromInt(80)}, Percent: 100}},
-				}}},
-			}},
-			TLS: []v1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert"}},
-		},
-	}
+	ing := helloWithCert()
 	for _, proxy := range []bool{true, false} {
 		t.Run(strconv.FormatBool(proxy), func(t *testing.T) {
 			targets, fleet := fleetWithTLS(t, 8080, 8443, map[string]bool{"127.0.0.3": true})
@@ -330,4 +303,22 @@ func servingPaths(t *testing.T, ctx context.Context, ing *v1alpha1.Ingress) []pr
 		t.Fatal(err)
 	}
 	return roundOf(ing, false, "", ts).Paths
+}
+
+// helloWithCert is a KIngress of one external host with a certificate.
+func helloWithCert() *v1alpha1.Ingress {
+	return &v1alpha1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "hello"},
+		Spec: v1alpha1.IngressSpec{
+			Rules: []v1alpha1.IngressRule{{
+				Hosts:      []string{"hello.example.com"},
+				Visibility: v1alpha1.IngressVisibilityExternalIP,
+				HTTP: &v1alpha1.HTTPIngressRuleValue{Paths: []v1alpha1.HTTPIngressPath{{
+					Splits: []v1alpha1.IngressBackendSplit{{IngressBackend: v1alpha1.IngressBackend{
+						ServiceName: "blue", ServicePort: intstr.FromInt(80)}, Percent: 100}},
+				}}},
+			}},
+			TLS: []v1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert"}},
+		},
+	}
 }
