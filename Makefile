@@ -34,6 +34,10 @@ test-serving: ## Knative Serving v0.50.0 on the stack: its API conformance suite
 test-serving-e2e: ## Knative Serving's e2e suite (knative.dev/serving/test/e2e@v0.50.0, unmodified) on the stack with hitless, a row per test
 	hack/test-serving.sh --e2e
 
+.PHONY: test-serving-tls
+test-serving-tls: ## Knative Serving's encryption suites (cluster-local, system-internal, external-domain TLS, HTTP-01 via pebble; unmodified) with cert-manager on the stack
+	hack/test-serving.sh --tls
+
 .PHONY: run-serving
 run-serving: ## the stack, Knative Serving and the controller, a helloworld Knative Service and the curl that reaches it
 	hack/run.sh --serving

@@ -5,12 +5,15 @@
 # files exist is skipped. Nothing here assumes a warm cache: on a fresh machine
 # this script fetches everything through the package registries.
 #
-# Usage: hack/build-deps.sh [--no-apt] [--demo | --serving | --release]
+# Usage: hack/build-deps.sh [--no-apt] [--demo | --serving | --release | --certmanager]
 #   --demo     only what `make run` needs: no CoreDNS, of the test images only
 #              `runtime` (the demo's backend); `hack/stack.sh up` builds the rest
 #   --release  only ko and crane, for `make release` (hack/release.sh)
 #   --serving  also Knative Serving's five components, its test images, its
-#              API conformance suite and its e2e suite (hack/tools/serving)
+#              API conformance suite and its e2e suites (hack/tools/serving)
+#   --certmanager  only cert-manager's controllers and ACME HTTP-01 solver, and
+#              the ACME server pebble with its DNS server (hack/tools/certmanager),
+#              for Knative's encryption (hack/certmanager.sh)
 #
 # Every module the build needs is fetched at the start, in the background, so
 # that the network time overlaps the first (longest) compile; the compiles run
@@ -35,6 +38,8 @@ ENVOY_WHEEL_VERSION=1.38.3
 TEST_IMAGES=(runtime httpproxy timeout wsserver grpc-ping retry)
 SERVING_VERSION=v0.50.0
 SERVING_CMDS=(controller webhook activator autoscaler queue)
+# knative.dev/serving/test/e2e/<name>: Serving's encryption suites (hack/test-serving.sh --tls)
+SERVING_TLS_SUITES=(clusterlocaldomaintls systeminternaltls externaldomaintls)
 # knative.dev/serving/test/test_images/<name> (the multicontainer pair lives one
 # directory deeper); Serving's e2e helpers name them <dockerrepo>/<name>
 SERVING_TEST_IMAGES=(autoscale configmimic failing grpc-ping hellohttp2 hellovolume helloworld httpproxy
@@ -61,7 +66,7 @@ fresh() {
 # built; the node agent is quick because hack/tools/kube pins the modules it
 # shares with it at the node agent's versions (already in the build cache).
 declare -A COLD_SECONDS=([kubernetes]=243 [contour]=72 [coredns]=176 [cni-plugins]=5 [envoy]=4
-  [test-images]=23 [test-images-demo]=57 [nodeagent]=4 [serving]=150 [ko]=83 [crane]=7)
+  [test-images]=23 [test-images-demo]=57 [nodeagent]=4 [serving]=150 [ko]=83 [crane]=7 [certmanager]=240)
 STEP_NO=0 STEP_TOTAL=0 T_ALL=''
 took_before() { cat "$STAMPS/$1.took" 2>/dev/null || echo "${COLD_SECONDS[$1]:-?}"; }
 
@@ -266,6 +271,23 @@ build_serving() {
   (cd "$SERVING_MOD" && go test -c -tags=e2e -trimpath -o "$BIN/serving/conformance-api-v1.test" \
     knative.dev/serving/test/conformance/api/v1)
   (cd "$SERVING_MOD" && go test -c -tags=e2e -trimpath -o "$BIN/serving/e2e.test" knative.dev/serving/test/e2e)
+  for name in "${SERVING_TLS_SUITES[@]}"; do
+    (cd "$SERVING_MOD" && go test -c -tags=e2e -trimpath -o "$BIN/serving/$name.test" "knative.dev/serving/test/e2e/$name")
+  done
+}
+
+# ---- cert-manager and pebble (hack/tools/certmanager, its own module) -------
+# $BIN/certmanager/controller (cert-manager's controllers, a host process of
+# the stack), $BIN/certmanager/images/acmesolver (the HTTP-01 solver image the
+# node agent runs), $BIN/certmanager/pebble and pebble-challtestsrv.
+CERTMANAGER_MOD=$REPO/hack/tools/certmanager
+CERTMANAGER_OUTS=(controller images/acmesolver pebble pebble-challtestsrv)
+build_certmanager() {
+  mkdir -p "$BIN/certmanager/images"
+  (cd "$CERTMANAGER_MOD" && go mod download &&
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/certmanager/" ./cmd/controller \
+      github.com/letsencrypt/pebble/v2/cmd/pebble github.com/letsencrypt/pebble/v2/cmd/pebble-challtestsrv &&
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/certmanager/images/" ./cmd/acmesolver)
 }
 
 # ---- node agent (hack/nodeagent, its own module) ---------------------------
@@ -304,16 +326,25 @@ main() {
   T_ALL=$t_all
   local arg apt=1
   WITH_SERVING=0 DEMO=0
-  local release=0
+  local release=0 certmanager=0
   for arg in "$@"; do
     case $arg in
       --no-apt) apt=0 ;;
       --serving) WITH_SERVING=1 ;;
       --demo) DEMO=1 ;;
       --release) release=1 ;;
-      *) die "unknown flag $arg (usage: hack/build-deps.sh [--no-apt] [--demo | --serving | --release])" ;;
+      --certmanager) certmanager=1 ;;
+      *) die "unknown flag $arg (usage: hack/build-deps.sh [--no-apt] [--demo | --serving | --release | --certmanager])" ;;
     esac
   done
+  if ((certmanager)); then
+    STEP_TOTAL=1
+    local outs=() o
+    for o in "${CERTMANAGER_OUTS[@]}"; do outs+=("$BIN/certmanager/$o"); done
+    step certmanager "$(hash_files "$CERTMANAGER_MOD" .)/$GO_VERSION" "${outs[*]}" build_certmanager
+    log "all done in $(elapsed "$t_all")s; binaries in $BIN/certmanager"
+    return 0
+  fi
   if ((release)); then
     STEP_TOTAL=2
     ((apt == 0)) || apt_deps
@@ -360,6 +391,7 @@ main() {
 
   if ((WITH_SERVING)); then
     local outs=("$BIN/serving/conformance-api-v1.test" "$BIN/serving/e2e.test")
+    for t in "${SERVING_TLS_SUITES[@]}"; do outs+=("$BIN/serving/$t.test"); done
     for t in "${SERVING_CMDS[@]}"; do outs+=("$BIN/serving/cmd/$t"); done
     for t in "${SERVING_TEST_IMAGES[@]}"; do outs+=("$BIN/serving/images/${t##*/}"); done
     step serving "$SERVING_VERSION/$(hash_files "$SERVING_MOD" .)/$GO_VERSION" "${outs[*]}" build_serving

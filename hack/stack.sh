@@ -562,6 +562,9 @@ cmd_down() {
     fi
     rm -f "$f"
   done
+  # cert-manager and the ACME servers (hack/certmanager.sh), while the API
+  # server they talk to is still there
+  stop cert-manager pebble pebble-challtestsrv
   # every Contour replica, of either replica count (a stack brought up with
   # two and taken down with one set stops both)
   stop contour-internal-2 contour-internal contour-external-2 contour-external coredns kube-proxy

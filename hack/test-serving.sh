@@ -10,6 +10,13 @@
 #   3. with --e2e (make test-serving-e2e): Serving's e2e suite
 #      (knative.dev/serving/test/e2e, unmodified, -tags=e2e), a row per test.
 #      With --e2e alone, only the e2e suite runs.
+#   4. with --tls (make test-serving-tls): Serving's encryption suites
+#      (test/e2e/clusterlocaldomaintls, systeminternaltls, externaldomaintls,
+#      unmodified) with cert-manager on the stack (hack/certmanager.sh), each
+#      in the configuration Serving's own CI gives it (test/e2e-tests.sh,
+#      test/e2e-external-domain-tls-tests.sh), external-domain-tls twice: with
+#      Serving's self-signed issuer and with HTTP-01 against the stack's ACME
+#      server. With --tls alone, only these run.
 # It brings up what was not up (stack, controller, Serving) and takes down
 # what it brought up, whatever the outcome.
 #
@@ -21,9 +28,10 @@ set -euo pipefail
 suites="conformance rollout"
 case "${1:-}" in
   --e2e) suites=e2e ;;
-  --all) suites="conformance rollout e2e" ;;
+  --tls) suites=tls ;;
+  --all) suites="conformance rollout e2e tls" ;;
   "") ;;
-  *) echo "usage: hack/test-serving.sh [--e2e | --all]" >&2; exit 2 ;;
+  *) echo "usage: hack/test-serving.sh [--e2e | --tls | --all]" >&2; exit 2 ;;
 esac
 has() { [[ " $suites " == *" $1 "* ]]; }
 # shellcheck source=hack/lib.sh
@@ -71,7 +79,7 @@ if ! out=$(kubectl apply -f "$serving_dir/test/config/cluster-resources.yaml" \
   exit 1
 fi
 
-conf_rc=0 rollout_rc=0 e2e_rc=0
+conf_rc=0 rollout_rc=0 e2e_rc=0 tls_rc=0
 mkdir -p "$logs"
 if has conformance; then
   echo "--- Knative Serving API conformance (knative.dev/serving/test/conformance/api/v1@v0.50.0)"
@@ -116,8 +124,13 @@ if has e2e; then
   echo "serving-e2e: full log $e2e_log"
 fi
 
+if has tls; then
+  echo "--- Knative Serving's encryption suites (knative.dev/serving/test/e2e/*tls@v0.50.0) with cert-manager"
+  hack/test-serving-tls.sh || tls_rc=$?
+fi
+
 if [ "$conf_rc" != 0 ]; then
   echo "Serving conformance failed (exit $conf_rc); failures:" >&2
   grep -E -B30 '^--- FAIL' "$conf_log" | grep -E '^\s+\S+\.go:[0-9]+:' | cut -c1-300 | tail -40 >&2 || true
 fi
-[ "$conf_rc" = 0 ] && [ "$rollout_rc" = 0 ] && [ "$e2e_rc" = 0 ]
+[ "$conf_rc" = 0 ] && [ "$rollout_rc" = 0 ] && [ "$e2e_rc" = 0 ] && [ "$tls_rc" = 0 ]

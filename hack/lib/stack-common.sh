@@ -41,6 +41,8 @@ FLEETS=(contour-external contour-internal)
 # image repositories of Knative Serving's components and test images (hack/serving.sh)
 SERVING_CMD_REPO=ko.local/knative-serving
 SERVING_TEST_REPO=ko.local/serving-test
+# image repository of cert-manager's ACME HTTP-01 solver (hack/certmanager.sh)
+CERTMANAGER_IMAGE_REPO=ko.local/cert-manager
 declare -A XDS_PORT=([contour-external]=8001 [contour-internal]=8002)
 declare -A CONTOUR_PORT_BASE=([contour-external]=8100 [contour-internal]=8200)
 CONTOUR_REPLICAS=${HITLESS_CONTOUR_REPLICAS:-2}
