@@ -436,7 +436,7 @@ func makeRoutes(ing *netv1alpha1.Ingress, cfg *config.Contour, paths []netv1alph
 			// Retries are for user traffic (a backend pod going away
 			// mid-request).
 			RetryPolicy:    cfg.RetryPolicy.DeepCopy(),
-			PermitInsecure: userInsecure,
+			PermitInsecure: userInsecure || o.challengeInsecure(p.Path),
 		}
 		// Merged rules may repeat a path; Contour rejects a proxy with two
 		// routes of identical conditions, and the first one wins anyway.
@@ -505,6 +505,20 @@ func (o routeOptions) userInsecure(opt netv1alpha1.HTTPOption) bool {
 		return false
 	}
 	return o.clusterLocal || opt == netv1alpha1.HTTPOptionEnabled
+}
+
+// challengeInsecure tells whether an ACME HTTP-01 challenge path is served
+// over plain HTTP on a host whose user routes are redirected. It is on every
+// TLS host but an authorized one: HTTP-01 is validated over plain HTTP on
+// port 80, and the host of a certificate being renewed already terminates
+// TLS, so under httpOption Redirected a redirect of the challenge would
+// leave the renewal to whether the ACME server and cert-manager's self-check
+// follow it to HTTPS. The route reaches the solver alone, which answers its
+// token, public by design, and 404 to anything else: no application path is
+// opened to plain HTTP. An authorized host keeps HTTPS alone (Contour
+// authorizes only its HTTPS listener).
+func (o routeOptions) challengeInsecure(path string) bool {
+	return o.tls && !o.authorized && isChallengePath(path)
 }
 
 // pathConditions are the match conditions of a KIngress path: its prefix

@@ -569,6 +569,44 @@ func TestMakeServing(t *testing.T) {
 		},
 		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
 	}, {
+		// Serving hands over the host's certificate and the renewal's
+		// challenge together while a certificate renews.
+		name: "a renewal's ACME challenge on a TLS host with httpOption Redirected is served over plain HTTP while the user routes redirect",
+		ing: kingress(func(ing *netv1alpha1.Ingress) {
+			ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert", SecretNamespace: "certs"}}
+			ing.Spec.HTTPOption = netv1alpha1.HTTPOptionRedirected
+			ing.Spec.Rules[0].HTTP.Paths = append([]netv1alpha1.HTTPIngressPath{challengePath("tok")}, ing.Spec.Rules[0].HTTP.Paths...)
+		}),
+		svcs: []*corev1.Service{svc("blue"), svc("cm-acme-http-solver", corev1.ServicePort{Name: "http", Port: 8089})},
+		want: func(ing *netv1alpha1.Ingress, hash string) []*contourv1.HTTPProxy {
+			m := meta(ing, "contour-external", "hello.example.com")
+			m.Annotations[AnnotationHash] = hash
+			probe := probeRoute(ing, "/", hash, blue)
+			probe.PermitInsecure = true
+			return []*contourv1.HTTPProxy{{
+				ObjectMeta: m,
+				Spec: contourv1.HTTPProxySpec{
+					IngressClassName: "contour-external",
+					VirtualHost:      &contourv1.VirtualHost{Fqdn: "hello.example.com", TLS: &contourv1.TLS{SecretName: "certs/cert"}},
+					Routes: []contourv1.Route{{
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/.well-known/acme-challenge/tok"}},
+						Services:         []contourv1.Service{{Name: "cm-acme-http-solver", Port: 8089, Weight: 100}},
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
+						PermitInsecure:   true,
+					}, {
+						Conditions:       []contourv1.MatchCondition{{Prefix: "/"}},
+						Services:         []contourv1.Service{blue},
+						EnableWebsockets: true,
+						TimeoutPolicy:    infinite,
+						RetryPolicy:      config.DefaultRetryPolicy(),
+					}, probe},
+				},
+			}}
+		},
+		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
+	}, {
 		// What Serving writes when config-network leaves it unset; net-contour
 		// redirects such a host, and a cluster moving over keeps that.
 		name: "TLS with an empty httpOption redirects plain HTTP, as Redirected does",
