@@ -29,3 +29,5 @@ if [ -f hack/nodeagent/go.mod ]; then
 fi
 echo "--- config/operator/knativeserving.yaml against the Knative Operator's own code"
 (cd hack/tools/operator && go vet ./... && go test -count=1 ./...)
+echo "--- hitless's builders on what Knative Serving's own code makes"
+(cd hack/tools/servingrows && go vet ./... && go test -count=1 ./...)
