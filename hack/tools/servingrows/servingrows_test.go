@@ -74,6 +74,10 @@ const (
 	// certsIssuing: not yet issued, one HTTP-01 challenge per host and no
 	// TLS yet.
 	certsIssuing
+	// certsRenewing: issued and renewing; the hosts keep their TLS and
+	// get a challenge each, as Serving hands both over while a ready
+	// certificate renews.
+	certsRenewing
 )
 
 // revision is a ready Revision of the row's Route.
@@ -281,6 +285,21 @@ func TestHitlessServesWhatServingMakes(t *testing.T) {
 				route{Prefix: "/.well-known/acme-challenge/" + token, Backends: []backend{{Name: solver, Port: solverPort, Weight: 100}}},
 				route{Prefix: "/", Backends: []backend{rev("hello-00001", 443, "tls", 100)}}),
 		}, local("hello", "", route{Prefix: "/", Backends: []backend{rev("hello-00001", 443, "tls", 100)}})...),
+	}, {
+		name: "a renewal's HTTP-01 challenge on a host that keeps its TLS and redirects is served over plain HTTP to the solver; the revision's route still redirects",
+		network: map[string]string{
+			netcfg.ExternalDomainTLSKey: "enabled",
+			netcfg.HTTPProtocolKey:      "Redirected",
+		},
+		revisions:      []revision{{name: "hello-00001", config: "hello"}},
+		route:          servingtesting.Route(ns, "hello", servingtesting.WithConfigTarget("hello"), servingtesting.WithRouteUID("route-uid")),
+		certs:          certsRenewing,
+		wantHTTPOption: netv1alpha1.HTTPOptionRedirected,
+		want: append([]vhost{
+			external("hello", "route-route-uid",
+				route{Prefix: "/.well-known/acme-challenge/" + token, PermitInsecure: true, Backends: []backend{{Name: solver, Port: solverPort, Weight: 100}}},
+				route{Prefix: "/", Backends: []backend{rev("hello-00001", 80, "", 100)}}),
+		}, local("hello", "", route{Prefix: "/", Backends: []backend{rev("hello-00001", 80, "", 100)}})...),
 	}}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
@@ -420,8 +439,10 @@ func certificates(t *testing.T, ctx context.Context, rt *servingv1.Route, tc *tr
 		}
 		base := cfg.Domain.LookupDomainForLabels(rt.Labels)
 		for _, cert := range routeresources.MakeCertificates(rt, byDomain, cfg.Network.DefaultCertificateClass, base) {
-			if state == certsReady {
+			if state != certsIssuing {
 				tls = append(tls, routeresources.MakeIngressTLS(cert, cert.Spec.DNSNames))
+			}
+			if state == certsReady {
 				continue
 			}
 			for _, dns := range cert.Spec.DNSNames {
