@@ -258,7 +258,7 @@ func (e *BackendError) Error() string { return e.Message }
 //
 // The protocol is the port's, except for Serving's HTTPS port: with
 // system-internal-tls a KIngress names port 443 (https) of a revision's
-// Service, whose first port (http or http2, 80) tells whether the revision
+// Service, whose first port (http on 80, or http2 on 81) tells whether the revision
 // speaks HTTP/2. An http2 first port makes the https port HTTP/2 too (h2
 // once encrypted, as net-contour reads it); without that, Envoy would speak
 // HTTP/1.1 over TLS to a gRPC revision, and every call would fail.
