@@ -64,8 +64,10 @@ pebble_certs() {
 }
 
 # pebble_config: pebble's settings; HTTP-01 is validated on port 80, where
-# Envoy listens, and certificates live 6 days (pebble's "shortlived" profile
-# is what cert-manager gets when it asks for none: renewals come due at 4 days)
+# Envoy listens, and certificates live 3 minutes, so cert-manager renews each
+# 2 minutes after its issue (at two thirds of its life, its default): renewals
+# happen during the tests, as they would over months on a cluster, and
+# TestServingCertificateRenewal waits for one
 pebble_config() {
   cat >"$PEBBLE_DIR/pebble.json" <<EOF
 {
@@ -80,7 +82,7 @@ pebble_config() {
     "externalAccountBindingRequired": false,
     "retryAfter": {"authz": 1, "order": 1},
     "keyAlgorithm": "ecdsa",
-    "profiles": {"default": {"description": "the stack's", "validityPeriod": 518400}}
+    "profiles": {"default": {"description": "3 minutes", "validityPeriod": 180}}
   }
 }
 EOF
@@ -94,8 +96,10 @@ acme_up() {
     -dnsserver "$DNS_ADDR" -defaultIPv4 "$LB_IP" -defaultIPv6 "" \
     -http01 "" -https01 "" -tlsalpn01 "" -doh "" -management 127.0.0.1:8055
   # No random sleeps before a validation and no random nonce rejections: the
-  # stack's tests time what the ingress does, not pebble's chaos
-  alive pebble || PEBBLE_VA_NOSLEEP=1 PEBBLE_WFE_NONCEREJECT=0 start pebble "$CM_BIN/pebble" \
+  # stack's tests time what the ingress does, not pebble's chaos. No reuse of
+  # an earlier authorization: every order, a renewal's too, is validated
+  # through the ingress again.
+  alive pebble || PEBBLE_VA_NOSLEEP=1 PEBBLE_WFE_NONCEREJECT=0 PEBBLE_AUTHZREUSE=0 start pebble "$CM_BIN/pebble" \
     -config "$PEBBLE_DIR/pebble.json" -dnsserver "$DNS_ADDR"
   retry 20 curl -fsS --cacert "$PEBBLE_DIR/ca.pem" "https://$PEBBLE_ADDR/dir" ||
     die "pebble does not serve https://$PEBBLE_ADDR/dir; see $LOGS/pebble.log"

@@ -19,6 +19,11 @@
 #                           is an ACME issuer of the stack's pebble in place of
 #                           Let's Encrypt, everything else as Serving's; TestTLS
 #
+# and two of ours (test/serving) where only this configuration can run them:
+# a gRPC rollout under streaming load with system-internal-tls, and a
+# certificate renewal (HTTP-01 again, on a host already serving TLS and
+# redirecting) under HTTPS load.
+#
 # Serving's controller runs its cert-manager integration only when one of the
 # three features is on when it starts, so it is restarted after each switch,
 # as Serving's CI does. Everything is switched back at the end, whatever the
@@ -88,6 +93,15 @@ suite() {
   fi
 }
 
+# ours LABEL TEST: one of our Serving-level tests (test/serving) in the
+# configuration of the moment
+ours() {
+  echo "--- $1 (test/serving $2)"
+  (cd "$REPO" && go test -count=1 -tags=e2e -timeout 15m -v ./test/serving -run "^$2\$") >"$logs/serving-tls-$1.log" 2>&1 ||
+    failed+=("$1")
+  grep -E '^(--- |serving-)|_test.go:[0-9]+:' "$logs/serving-tls-$1.log" | cut -c1-400 || true
+}
+
 restore() {
   set +e
   toggle config-network cluster-local-domain-tls disabled
@@ -129,6 +143,8 @@ suite systeminternaltls system-internal-tls
 # Serving's gRPC and HTTP/2 tests of its main e2e suite, with every hop
 # encrypted: Envoy reaches an h2c revision over h2 (TLS)
 suite e2e system-internal-tls-grpc-http2 -test.run '^(TestGRPC.*|TestHelloHTTP2.*)$' -test.parallel 4
+# and a gRPC Knative Service rolled out under streaming load
+ours system-internal-tls-grpc-rollout TestServingGRPCStreamingRolloutDropsNothing
 toggle config-network system-internal-tls disabled
 toggle config-observability logging.enable-request-log false
 toggle config-observability logging.request-log-template ''
@@ -149,11 +165,18 @@ TLS_SERVICE_NAME=self-per-ksvc EXTERNAL_DOMAIN_TLS_TEST_NAME=SelfSignedPerKsvc \
 
 # 4. external-domain-tls with HTTP-01 against the stack's ACME server
 kubectl delete kcert --all -n "$TLS_NS" >/dev/null 2>&1 || true
+# A new ACME account each run: pebble keeps its accounts in memory, so the
+# key of an account a pebble restart forgot would only earn
+# accountDoesNotExist (and cert-manager's hour of back-off)
+kubectl delete clusterissuer http01-issuer --ignore-not-found >/dev/null
+kubectl -n cert-manager delete secret http01-key --ignore-not-found >/dev/null
 render "$REPO/hack/manifests/acme-http01-issuer.yaml" ACME_DIRECTORY="$ACME_DIRECTORY" \
   ACME_CA_BUNDLE="$(base64 -w0 "$ACME_CA_BUNDLE")" | kubectl apply -f - >/dev/null
 kubectl apply -f "$certmanager_config/http01/config-certmanager.yaml" >/dev/null
 retry 60 issuer_ready http01-issuer || die "the ClusterIssuer http01-issuer did not register with $ACME_DIRECTORY"
 EXTERNAL_DOMAIN_TLS_TEST_NAME=http01 suite externaldomaintls external-domain-tls-http01 -test.run '^TestTLS$'
+# and a renewal of such a certificate under HTTPS load on a redirected host
+ours external-domain-tls-http01-renewal TestServingCertificateRenewal
 
 if ((${#failed[@]})); then
   echo "Serving's encryption suites failed: ${failed[*]}" >&2
