@@ -8,6 +8,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -15,6 +16,7 @@ import (
 	netclientset "knative.dev/networking/pkg/client/clientset/versioned"
 	ingressreconciler "knative.dev/networking/pkg/client/injection/reconciler/networking/v1alpha1/ingress"
 	netlisters "knative.dev/networking/pkg/client/listers/networking/v1alpha1"
+	"knative.dev/pkg/logging"
 	pkgreconciler "knative.dev/pkg/reconciler"
 	"knative.dev/pkg/tracker"
 
@@ -41,12 +43,15 @@ type Reconciler struct {
 	proxyIndexer  cache.Indexer
 	ingressLister netlisters.IngressLister
 	serviceLister corev1listers.ServiceLister
-	tracker       tracker.Interface
-	prober        Prober
-	targets       *envoyTargets
-	enqueueAfter  func(obj interface{}, after time.Duration)
-	clock         func() time.Time
-	metrics       *metrics
+	// certLister lists Serving's Knative Certificates, whose renewals
+	// hold a host's TLS (resources.HoldRenewingTLS).
+	certLister   netlisters.CertificateLister
+	tracker      tracker.Interface
+	prober       Prober
+	targets      *envoyTargets
+	enqueueAfter func(obj interface{}, after time.Duration)
+	clock        func() time.Time
+	metrics      *metrics
 	// probeKey derives the tokens of the probe and warm routes (probekey).
 	probeKey probekey.Key
 }
@@ -110,7 +115,7 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 	}
 
 	var err error
-	if p.desired, err = resources.MakeServing(ctx, ing, r.resolver(ing)); err != nil {
+	if p.desired, err = resources.MakeServing(ctx, r.holdRenewingTLS(ctx, ing), r.resolver(ing)); err != nil {
 		return r.badInputOr(ing, err)
 	}
 	if p.obs, err = r.observe(ing); err != nil {
@@ -129,6 +134,24 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, ing *v1alpha1.Ingress) p
 		}
 	}
 	return nil
+}
+
+// holdRenewingTLS is the KIngress to build the serving proxies from: ing,
+// with the TLS of the hosts whose certificates Serving is renewing kept
+// (resources.HoldRenewingTLS).
+func (r *Reconciler) holdRenewingTLS(ctx context.Context, ing *v1alpha1.Ingress) *v1alpha1.Ingress {
+	if r.certLister == nil {
+		return ing
+	}
+	certs, err := r.certLister.Certificates(ing.Namespace).List(labels.Everything())
+	if err != nil {
+		return ing // a lister reads its cache: it does not fail
+	}
+	build, held := resources.HoldRenewingTLS(ing, certs)
+	if len(held) > 0 {
+		logging.FromContext(ctx).Infow("Serving left TLS out of the KIngress while it renews the certificate; serving the certificate on", "hosts", held)
+	}
+	return build
 }
 
 // forgetBucket drops the prober's rounds of the KIngresses of a bucket this

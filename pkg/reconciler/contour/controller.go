@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -18,6 +19,7 @@ import (
 	"knative.dev/networking/pkg/apis/networking"
 	"knative.dev/networking/pkg/apis/networking/v1alpha1"
 	netclient "knative.dev/networking/pkg/client/injection/client"
+	certificateinformer "knative.dev/networking/pkg/client/injection/informers/networking/v1alpha1/certificate"
 	ingressinformer "knative.dev/networking/pkg/client/injection/informers/networking/v1alpha1/ingress"
 	ingressreconciler "knative.dev/networking/pkg/client/injection/reconciler/networking/v1alpha1/ingress"
 	netlisters "knative.dev/networking/pkg/client/listers/networking/v1alpha1"
@@ -63,8 +65,9 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	proxyInf := proxyinformer.Get(ctx)
 	serviceInf := serviceinformer.Get(ctx)
 	sliceInf := endpointsliceinformer.Get(ctx)
+	certInf := certificateinformer.Get(ctx)
 
-	prepareInformers(ctx, proxyInf.Informer(), ingInformer.Informer(), serviceInf.Informer(), sliceInf.Informer())
+	prepareInformers(ctx, proxyInf.Informer(), ingInformer.Informer(), serviceInf.Informer(), sliceInf.Informer(), certInf.Informer())
 	probeKey := waitForProbeKey(ctx)
 	// Serving's routing CA, copied without its key for the proxies to name.
 	watchRoutingCA(ctx, logger, kubeclient.Get(ctx), system.Namespace())
@@ -79,6 +82,7 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		proxyIndexer:  proxyInf.Informer().GetIndexer(),
 		ingressLister: ingInformer.Lister(),
 		serviceLister: serviceInf.Lister(),
+		certLister:    certInf.Lister(),
 		targets:       targets,
 		clock:         time.Now,
 		metrics:       m,
@@ -124,6 +128,10 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		Handler:    controller.HandleAll(impl.EnqueueControllerOf),
 	})
 
+	// A Knative Certificate that starts or stops renewing changes what its
+	// Route's KIngresses serve (resources.HoldRenewingTLS).
+	certInf.Informer().AddEventHandler(controller.HandleAll(enqueueSameController(ingInformer.Lister(), classFilter(class), impl.Enqueue)))
+
 	serviceInf.Informer().AddEventHandler(controller.HandleAll(controller.EnsureTypeMeta(
 		impl.Tracker.OnChanged, corev1.SchemeGroupVersion.WithKind("Service"))))
 
@@ -137,6 +145,33 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 	targets.onChange = restart
 
 	return impl
+}
+
+// enqueueSameController enqueues the KIngresses of the class that have the
+// same controller (the Route) as a Knative Certificate.
+func enqueueSameController(ings netlisters.IngressLister, inClass func(interface{}) bool, enqueue func(interface{})) func(interface{}) {
+	return func(obj interface{}) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		c, ok := obj.(*v1alpha1.Certificate)
+		if !ok {
+			return
+		}
+		owner := metav1.GetControllerOf(c)
+		if owner == nil {
+			return
+		}
+		list, err := ings.Ingresses(c.Namespace).List(labels.Everything())
+		if err != nil {
+			return
+		}
+		for _, ing := range list {
+			if o := metav1.GetControllerOf(ing); o != nil && o.UID == owner.UID && inClass(ing) {
+				enqueue(ing)
+			}
+		}
+	}
 }
 
 // classFilter passes KIngresses of the class, and the last known state of

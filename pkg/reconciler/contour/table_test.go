@@ -692,6 +692,7 @@ func makeFactory() rtesting.Factory {
 			proxyIndexer:  proxyIndexer,
 			ingressLister: ingLister,
 			serviceLister: services,
+			certLister:    networkinglisters.NewCertificateLister(sorter.IndexerForObjectType(&v1alpha1.Certificate{})),
 			tracker:       &rtesting.FakeTracker{},
 			prober:        prober,
 			targets: &envoyTargets{
