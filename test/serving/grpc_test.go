@@ -95,21 +95,10 @@ func systemInternalTLS(ctx context.Context, t *testing.T, st *servingTest) bool 
 // over h2c (its port named h2c, as Serving's gRPC e2e tests name it), whose
 // answers end in SUFFIX.
 func grpcService(ns, name, image string, n int) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "serving.knative.dev/v1",
-		"kind":       "Service",
-		"metadata":   map[string]any{"name": name, "namespace": ns},
-		"spec": map[string]any{
-			"template": map[string]any{
-				"spec": map[string]any{
-					"containers": []any{map[string]any{
-						"image": image,
-						"ports": []any{map[string]any{"name": "h2c", "containerPort": int64(8080)}},
-					}},
-				},
-			},
-		},
-	}}
+	u := knativeService(ns, name, image, 0)
+	containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+	containers[0].(map[string]any)["ports"] = []any{map[string]any{"name": "h2c", "containerPort": int64(8080)}}
+	_ = unstructured.SetNestedSlice(u.Object, containers, "spec", "template", "spec", "containers")
 	setSuffix(u, n)
 	return u
 }
