@@ -496,8 +496,9 @@ type routeOptions struct {
 // HTTP alone, and an authorized one HTTPS alone (Contour authorizes only
 // its HTTPS listener). Otherwise, as net-contour decides it: only
 // httpOption Enabled serves plain HTTP on an external host; Redirected and
-// an empty option (what Serving writes when it leaves the field unset)
-// redirect. A cluster-local host is never redirected: in-cluster callers
+// an empty option (what Serving writes for config-network's deprecated
+// http-protocol Disabled, or a value it does not know) redirect. A
+// cluster-local host is never redirected: in-cluster callers
 // use http:// URLs, and a redirected POST loses its body
 // (net-contour#848).
 func (o routeOptions) userInsecure(opt netv1alpha1.HTTPOption) bool {

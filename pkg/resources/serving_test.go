@@ -607,8 +607,9 @@ func TestMakeServing(t *testing.T) {
 		},
 		backend: ClassBackends{"contour-external": setOf(Backend{Namespace: ns, Name: "blue", Port: 80})},
 	}, {
-		// What Serving writes when config-network leaves it unset; net-contour
-		// redirects such a host, and a cluster moving over keeps that.
+		// What Serving writes for http-protocol Disabled or a value it does
+		// not know; net-contour redirects such a host, and a cluster moving
+		// over keeps that.
 		name: "TLS with an empty httpOption redirects plain HTTP, as Redirected does",
 		ing: kingress(func(ing *netv1alpha1.Ingress) {
 			ing.Spec.TLS = []netv1alpha1.IngressTLS{{Hosts: []string{"hello.example.com"}, SecretName: "cert", SecretNamespace: "certs"}}
