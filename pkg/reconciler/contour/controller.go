@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -177,13 +176,13 @@ func enqueueSameController(ings netlisters.IngressLister, inClass func(interface
 // classFilter passes KIngresses of the class, and the last known state of
 // one deleted while the informer was disconnected (a tombstone), so that
 // its deletion reaches ObserveDeletion too.
-// prepareInformers drops managedFields from every object before it reaches
-// the caches (a large share of every cached object, and nothing here reads
-// them), and indexes HTTPProxies by host and by controlling KIngress.
+// prepareInformers trims every object before it reaches the caches
+// (trimForCache), and indexes HTTPProxies by host and by controlling
+// KIngress.
 func prepareInformers(ctx context.Context, proxies cache.SharedIndexInformer, others ...cache.SharedIndexInformer) {
 	logger := logging.FromContext(ctx)
 	for _, inf := range append([]cache.SharedIndexInformer{proxies}, others...) {
-		if err := inf.SetTransform(stripManagedFields); err != nil {
+		if err := inf.SetTransform(trimForCache); err != nil {
 			logger.Fatalw("Failed to set an informer transform", "error", err)
 		}
 	}
@@ -278,15 +277,6 @@ func classFilter(class string) func(interface{}) bool {
 		}
 		return of(obj)
 	}
-}
-
-// stripManagedFields drops metadata.managedFields from objects entering a
-// cache (tombstones pass through unchanged).
-func stripManagedFields(obj interface{}) (interface{}, error) {
-	if acc, err := meta.Accessor(obj); err == nil {
-		acc.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 // reasonConfigWarning is the Warning event on an accepted config-contour

@@ -221,13 +221,13 @@ func envoyHTTPSOnly(class string, ips ...string) []runtime.Object {
 }
 
 // serving builds the serving proxies of a KIngress with the real builder.
-func serving(t *testing.T, i *v1alpha1.Ingress) *resources.Serving {
+func serving(t testing.TB, i *v1alpha1.Ingress) *resources.Serving {
 	t.Helper()
 	return servingWith(t, &config.Config{Contour: testCfg}, i)
 }
 
 // servingWith is serving under the given configuration.
-func servingWith(t *testing.T, cfg *config.Config, i *v1alpha1.Ingress) *resources.Serving {
+func servingWith(t testing.TB, cfg *config.Config, i *v1alpha1.Ingress) *resources.Serving {
 	t.Helper()
 	s, err := resources.MakeServing(probekey.WithKey(config.ToContext(context.Background(), cfg), testKey), i, func(ns, name string, port intstr.IntOrString) (resources.Backend, error) {
 		return resources.ResolveFromService(service(name), port)
