@@ -194,7 +194,7 @@ func (p *Prober) retryLocked(pd *pod, c *check, sent time.Time, answer string, e
 		p.metrics.sent("error")
 		answer = noAnswer(err, c.proxy)
 	case errors.Is(err, errNotProgrammed):
-		p.metrics.sent("not-programmed")
+		p.metrics.notProgrammed(answer)
 	default:
 		p.metrics.sent("not-yet")
 	}

@@ -102,6 +102,10 @@ const restBeforeRollouts = 20 * time.Second
 // probeResults are the values of hitless_probe_sent_total's result label.
 var probeResults = []string{"confirmed", "not-programmed", "not-yet", "error"}
 
+// notProgrammedAnswers are the values of its answer label on a
+// not-programmed result.
+var notProgrammedAnswers = []string{"404", "503", "old hash"}
+
 // runSize is one run: n KIngresses to Ready, then roll of them at once, in
 // a namespace of its own that is gone again when it returns.
 func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, workers int, stackDir string, metricsPort int, wait time.Duration) result {
@@ -174,6 +178,9 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	for _, result := range probeResults {
 		sent0By[result] = scrapeLabeled("hitless_probe_sent_total", "result", result)
 	}
+	for _, answer := range notProgrammedAnswers {
+		sent0By[answer] = scrapeLabeled("hitless_probe_sent_total", "answer", answer)
+	}
 	api0 := mustAPIWrites(ctx, c)
 	procs0 := stackCPU()
 
@@ -192,6 +199,9 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	sentReady := map[string]float64{}
 	for _, result := range probeResults {
 		sentReady[result] = scrapeLabeled("hitless_probe_sent_total", "result", result) - sent0By[result]
+	}
+	for _, answer := range notProgrammedAnswers {
+		sentReady[answer] = scrapeLabeled("hitless_probe_sent_total", "answer", answer) - sent0By[answer]
 	}
 	if readyN < n {
 		fmt.Fprintf(os.Stderr, "%d KIngresses created in %v, only %d Ready %v after the first create: giving up\n", n, created.Round(time.Millisecond), readyN, allReady.Round(time.Millisecond))
@@ -272,6 +282,11 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 			by = append(by, fmt.Sprintf("%s %.0f", result, sentReady[result]))
 		}
 		row("probes per check to Ready", fmt.Sprintf("%.2f (%.0f checks; %s)", total/checksReady, checksReady, strings.Join(by, ", ")))
+		var answers []string
+		for _, answer := range notProgrammedAnswers {
+			answers = append(answers, fmt.Sprintf("%s %.0f", answer, sentReady[answer]))
+		}
+		row("  not-programmed by answer", strings.Join(answers, ", "))
 	}
 	row("API writes to Ready, all clients / KIngress", fmt.Sprintf("%.0f / %.1f", create.total(), res.writesPerKIngress))
 	row("  of them hitless's / KIngress", fmt.Sprintf("%.1f", res.ours))
