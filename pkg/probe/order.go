@@ -118,3 +118,16 @@ func (p *Prober) forgetLocked(c *check) {
 	}
 	p.ungateLocked(pd, c)
 }
+
+// othersWaitLocked tells whether checks of rounds other than r wait on the
+// pod for their configuration (gates or held checks). It counts r's own
+// rather than walking the pod's, which may be thousands.
+func (p *Prober) othersWaitLocked(pd *pod, r *round) bool {
+	own := 0
+	for _, c := range r.checks {
+		if c.ip == pd.ip && (c.gate || c.held) {
+			own++
+		}
+	}
+	return len(pd.gates)+len(pd.held) > own
+}

@@ -142,3 +142,23 @@ func TestCancelWhereForgetsTheRoundsOfABucket(t *testing.T) {
 		t.Errorf("Rounds() = %d after cancelling k1 (serving and warm) and k2, want 2 (k0, k3)", got)
 	}
 }
+
+// TestBehindPodTakingPushesIsNotStalled: a pod behind on a flood of rounds
+// that serves the earlier ones as they come is waiting for Contour, not
+// stuck: the later round's wait grows while its Stalled restarts at each
+// push the pod shows, so the condition does not name it.
+func TestBehindPodTakingPushesIsNotStalled(t *testing.T) {
+	e, c, p := onePod(t)
+	ings := rounds(t, p, 3)
+	awaitProbes(t, e, "k0.example.com", 3)
+	time.Sleep(300 * time.Millisecond)
+	e.serve("k0.example.com", http.StatusOK, hashOf(t, ings[0]))
+	c.awaitAll(t, ings[:1])
+	prog := awaitProgress(t, p, ings[2], "k2 waiting", func(pr Progress) bool {
+		return len(pr.Fleets) == 1 && len(pr.Fleets[0].Waiting) == 1
+	})
+	w := prog.Fleets[0].Waiting[0]
+	if w.Stalled >= w.For || w.For < 300*time.Millisecond {
+		t.Errorf("k2 waits %v, stalled %v: want the wait to count from its start and the stall from the pod's push of k0", w.For, w.Stalled)
+	}
+}

@@ -213,10 +213,7 @@ func (p *Prober) retryLocked(pd *pod, c *check, sent time.Time, answer string, e
 	var waited time.Duration
 	if pp := c.round.pods[c.ip]; pp != nil {
 		pp.lastError = answer
-		// Behind on Contour's pushes only along with other checks the
-		// pod holds: a lone round answered 503 or 404 on an idle pod is
-		// worth naming after 5 s.
-		pp.behind = c.gate && len(pd.held) > 0
+		pp.notProgrammed = errors.Is(err, errNotProgrammed)
 		waited = p.now().Sub(pp.since)
 	}
 	delay := p.backoff(waited)

@@ -184,10 +184,16 @@ type PodWait struct {
 	LastError string
 	// Behind: the pod has not answered yet, or its last answer says it
 	// has not the round's configuration yet (404, an older hash, 503)
-	// while it holds checks of later rounds and serves none of them: it is
-	// waiting for Contour's push with everyone else, nothing an operator
-	// can act on yet.
+	// while other rounds wait on it for theirs too (see pod.gates): it is
+	// busy with Contour's queue along with everyone else, nothing an
+	// operator can act on yet. Alone, the same answer is the round's own.
 	Behind bool
+	// Stalled is how long the pod has shown no new push: since it last
+	// served a round it had not served before (or since the round began
+	// waiting on it, if later). A pod behind on a flood of proxies keeps
+	// taking pushes, and its Stalled stays short however long For grows;
+	// one whose Contour stopped pushing stalls.
+	Stalled time.Duration
 }
 
 // Prober probes KIngresses on every Envoy pod. Its methods are safe for
@@ -281,10 +287,9 @@ type podProgress struct {
 	pending   int
 	since     time.Time
 	lastError string
-	// behind: the last answer says the pod has not the round's
-	// configuration yet, and nothing says it is more than Contour's
-	// pushes still to come (see pod.gates).
-	behind bool
+	// notProgrammed: the last answer says the pod has not the round's
+	// configuration yet (errNotProgrammed).
+	notProgrammed bool
 }
 
 // Start runs the prober until done is closed.
@@ -461,7 +466,14 @@ func (p *Prober) progressLocked(r *round) Progress {
 			f.Confirmed++
 			continue
 		}
-		f.Waiting = append(f.Waiting, PodWait{IP: ip, For: now.Sub(pp.since), LastError: pp.lastError, Behind: pp.behind || pp.lastError == ""})
+		progressed := pp.since
+		pd := p.pods[ip]
+		if pd != nil && pd.newestSent.After(progressed) {
+			progressed = pd.newestSent
+		}
+		behind := pp.lastError == "" || (pp.notProgrammed && pd != nil && p.othersWaitLocked(pd, r))
+		f.Waiting = append(f.Waiting, PodWait{IP: ip, For: now.Sub(pp.since), LastError: pp.lastError,
+			Behind: behind, Stalled: now.Sub(progressed)})
 	}
 	out := Progress{}
 	for _, f := range byClass {

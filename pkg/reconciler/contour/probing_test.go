@@ -121,7 +121,7 @@ func TestDescribeWaiting(t *testing.T) {
 
 // TestDescribeProgress: the message of a wait changes, and costs a status
 // write, only once a laggard is worth naming: 5 s of an answer an operator
-// can act on, or a minute behind Contour's pushes.
+// can act on, or a minute behind Contour's pushes without taking one.
 func TestDescribeProgress(t *testing.T) {
 	fleets := []fleetWait{{class: "contour-external", pods: fleetPods{IPs: sets.New("10.244.0.7", "10.244.0.8"), NotReady: sets.New[string]()}}}
 	awaited := resources.ClassBackends{"contour-external": sets.New(resources.Backend{Namespace: "default", Name: "green", Port: 80})}
@@ -134,13 +134,17 @@ func TestDescribeProgress(t *testing.T) {
 		progress probe.Progress
 		want     string
 	}{
-		{"no answer yet", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 30 * time.Second, Behind: true}), quiet},
-		{"behind on pushes for 30s", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 30 * time.Second, LastError: "404", Behind: true}), quiet},
-		{"behind on pushes for a minute", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 61 * time.Second, LastError: "404", Behind: true}),
+		{"no answer yet", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 30 * time.Second, Stalled: 30 * time.Second, Behind: true}), quiet},
+		{"behind on pushes for 30s", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 30 * time.Second, Stalled: 30 * time.Second, LastError: "404", Behind: true}), quiet},
+		{"behind for 3m, taking pushes", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 3 * time.Minute, Stalled: 2 * time.Second, LastError: "404", Behind: true}), quiet},
+		{"behind, no push for a minute", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 61 * time.Second, Stalled: 61 * time.Second, LastError: "404", Behind: true}),
 			"1/2 Envoy pods of contour-external serve default/green:80 (waiting: 10.244.0.7 for over 40s: 404)"},
-		{"a 503 for 2s", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 2 * time.Second, LastError: "503"}), quiet},
-		{"a 503 for 6s", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 6 * time.Second, LastError: "503"}),
+		{"a 503 for 2s", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 2 * time.Second, Stalled: 2 * time.Second, LastError: "503"}), quiet},
+		{"a 503 for 6s", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 6 * time.Second, Stalled: 6 * time.Second, LastError: "503"}),
 			"1/2 Envoy pods of contour-external serve default/green:80 (waiting: 10.244.0.7 for over 5s: 503)"},
+		{"a 503 for 30s with other rounds, the pod taking pushes", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 30 * time.Second, Stalled: time.Second, LastError: "503", Behind: true}), quiet},
+		{"a 503 for 30s alone, the pod taking pushes", waitingOn(probe.PodWait{IP: "10.244.0.7", For: 30 * time.Second, Stalled: time.Second, LastError: "503"}),
+			"1/2 Envoy pods of contour-external serve default/green:80 (waiting: 10.244.0.7 for over 20s: 503)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got, _ := describeProgress(fleets, tc.progress, awaited); got != tc.want {

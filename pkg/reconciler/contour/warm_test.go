@@ -72,7 +72,7 @@ func TestWarm(t *testing.T) {
 		}),
 		OtherTestData: map[string]interface{}{proberKey: &fakeProber{progress: map[string]probe.Progress{f.warmGreen.Hash: {Fleets: []probe.FleetProgress{{
 			Class: "contour-external", Confirmed: 1, Total: 2,
-			Waiting: []probe.PodWait{{IP: "10.244.0.7", For: 12300 * time.Millisecond, LastError: "503"}},
+			Waiting: []probe.PodWait{{IP: "10.244.0.7", For: 12300 * time.Millisecond, Stalled: 12300 * time.Millisecond, LastError: "503"}},
 		}}}}}},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{statusUpdate(ing("green", withStatus(
 			waiting(ReasonWarming, "1/2 Envoy pods of contour-external serve default/green:80 (waiting: 10.244.0.7 for over 10s: 503)"))))},
