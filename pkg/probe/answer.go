@@ -60,7 +60,10 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 	if err != nil {
 		return "", err
 	}
-	// Drained so the connection goes back to the pool.
+	// The start of the body tells Envoy's own answers apart; the rest is
+	// drained so the connection goes back to the pool.
+	head := make([]byte, len(upstreamConnectError))
+	n, _ := io.ReadFull(resp.Body, head)
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	switch resp.StatusCode {
@@ -77,6 +80,13 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 		// No route yet (or none for this host at all).
 		return "404", errNotProgrammed
 	case http.StatusServiceUnavailable:
+		if string(head[:n]) == upstreamConnectError {
+			// Envoy has the route, the cluster and an endpoint, and
+			// could not connect to it (refused, reset, a TLS handshake
+			// the backend failed): the backend's trouble, not a push
+			// still to come. It holds no one and is named after 5 s.
+			return "503 (upstream connect error)", errNotYet
+		}
 		// A route whose cluster Envoy has not, or has without an
 		// endpoint yet: clusters and endpoints come apart from the
 		// routes. A backend without any endpoint answers so too; its
@@ -119,6 +129,12 @@ func (p *Prober) probe(ctx context.Context, pd *pod, c *check) (answer string, e
 }
 
 var errNotYet = errors.New("not served yet")
+
+// upstreamConnectError starts the body of Envoy's 503 when it could not
+// connect to an endpoint of the route's cluster ("... or disconnect/reset
+// before headers. reset reason: ..."), unlike its "no healthy upstream"
+// and the empty body of a cluster it does not have yet.
+const upstreamConnectError = "upstream connect error"
 
 // errNotProgrammed is a "not served yet" that says the pod has not the
 // check's configuration yet: no route for it, the previous hash, or a

@@ -184,9 +184,10 @@ type PodWait struct {
 	LastError string
 	// Behind: the pod has not answered yet, or its last answer says it
 	// has not the round's configuration yet (404, an older hash, 503)
-	// while other rounds wait on it for theirs too (see pod.gates): it is
-	// busy with Contour's queue along with everyone else, nothing an
-	// operator can act on yet. Alone, the same answer is the round's own.
+	// while it is busy with Contour's queue: other rounds wait on it for
+	// theirs too (see pod.gates), or it took a push since the round began
+	// waiting on it. Nothing an operator can act on until it stalls. On a
+	// quiet pod, the same answer is the round's own.
 	Behind bool
 	// Stalled is how long the pod has shown no new push: since it last
 	// served a round it had not served before (or since the round began
@@ -471,7 +472,13 @@ func (p *Prober) progressLocked(r *round) Progress {
 		if pd != nil && pd.newestSent.After(progressed) {
 			progressed = pd.newestSent
 		}
-		behind := pp.lastError == "" || (pp.notProgrammed && pd != nil && p.othersWaitLocked(pd, r))
+		// Behind: no answer yet, or one that says the pod lacks the
+		// round's configuration while it is busy with Contour's queue:
+		// other rounds wait on it, or it took a push since this round
+		// began waiting on it (a route can come seconds before its
+		// cluster's endpoints; the round's 503 then passes).
+		behind := pp.lastError == "" ||
+			(pp.notProgrammed && pd != nil && (p.othersWaitLocked(pd, r) || pd.newestSent.After(pp.since)))
 		f.Waiting = append(f.Waiting, PodWait{IP: ip, For: now.Sub(pp.since), LastError: pp.lastError,
 			Behind: behind, Stalled: now.Sub(progressed)})
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -40,6 +41,8 @@ type envoyPod struct {
 type route struct {
 	status int
 	hash   string
+	// body is what the pod answers with (Envoy's local replies say why).
+	body string
 }
 
 func newEnvoyPod(t *testing.T, ip string) *envoyPod {
@@ -74,6 +77,7 @@ func newEnvoyPod(t *testing.T, ip string) *envoyPod {
 			w.Header().Set(HashHeader, rt.hash)
 		}
 		w.WriteHeader(rt.status)
+		_, _ = io.WriteString(w, rt.body)
 	}))
 	e.srv.Listener.Close()
 	e.srv.Listener = l
@@ -359,6 +363,26 @@ func TestAnswersNoClientWouldGetServedWait(t *testing.T) {
 			c.none(t, 100*time.Millisecond)
 		})
 	}
+}
+
+// TestEnvoyConnectFailureIsTheBackends: Envoy's 503 when it could not
+// connect to the backend (a refused connection, a failed TLS handshake)
+// is no push still to come: it is shown as such and holds no later round,
+// each probed on its own back-off.
+func TestEnvoyConnectFailureIsTheBackends(t *testing.T) {
+	a, c, p := onePod(t)
+	ings := rounds(t, p, 2)
+	a.mu.Lock()
+	a.routes["k0.example.com"] = route{status: http.StatusServiceUnavailable,
+		body: "upstream connect error or disconnect/reset before headers. reset reason: remote connection failure, transport failure reason: TLS_error"}
+	a.mu.Unlock()
+	// k1 answers 404: a push still to come, which k0's answer is not.
+	awaitProbes(t, a, "k1.example.com", 2)
+	prog := awaitProgress(t, p, ings[0], "the connect failure shown", laggardSays("503 (upstream connect error)"))
+	if w := prog.Fleets[0].Waiting[0]; w.Behind {
+		t.Errorf("k0 waits %+v: want it not behind on Contour's pushes, though k1 waits for one", w)
+	}
+	c.none(t, 100*time.Millisecond)
 }
 
 func TestUnexpectedStatusAbandons(t *testing.T) {
