@@ -51,6 +51,10 @@ type pod struct {
 	// showed it was sent.
 	newest     uint64
 	newestSent time.Time
+	// lastServed is when the latest probe the pod confirmed was sent: a
+	// pod that keeps confirming checks is taking Contour's pushes, in
+	// whatever order its checks' rounds were written.
+	lastServed time.Time
 }
 
 // enqueueLocked queues a check on its pod, starting the pod's workers the
@@ -172,6 +176,9 @@ func (p *Prober) run(pd *pod, c *check) {
 // whether that confirmed its round on every pod.
 func (p *Prober) confirmLocked(pd *pod, c *check, sent time.Time) bool {
 	p.metrics.sent("confirmed")
+	if sent.After(pd.lastServed) {
+		pd.lastServed = sent
+	}
 	c.attempts = -1
 	pd.refs--
 	p.ungateLocked(pd, c)

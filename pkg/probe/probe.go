@@ -190,10 +190,10 @@ type PodWait struct {
 	// quiet pod, the same answer is the round's own.
 	Behind bool
 	// Stalled is how long the pod has shown no new push: since it last
-	// served a round it had not served before (or since the round began
-	// waiting on it, if later). A pod behind on a flood of proxies keeps
-	// taking pushes, and its Stalled stays short however long For grows;
-	// one whose Contour stopped pushing stalls.
+	// confirmed a check of any round (or since the round began waiting
+	// on it, if later). A pod behind on a flood of proxies keeps taking
+	// pushes, and its Stalled stays short however long For grows; one
+	// whose Contour stopped pushing stalls.
 	Stalled time.Duration
 }
 
@@ -469,8 +469,8 @@ func (p *Prober) progressLocked(r *round) Progress {
 		}
 		progressed := pp.since
 		pd := p.pods[ip]
-		if pd != nil && pd.newestSent.After(progressed) {
-			progressed = pd.newestSent
+		if pd != nil && pd.lastServed.After(progressed) {
+			progressed = pd.lastServed
 		}
 		// Behind: no answer yet, or one that says the pod lacks the
 		// round's configuration while it is busy with Contour's queue:
@@ -478,7 +478,7 @@ func (p *Prober) progressLocked(r *round) Progress {
 		// began waiting on it (a route can come seconds before its
 		// cluster's endpoints; the round's 503 then passes).
 		behind := pp.lastError == "" ||
-			(pp.notProgrammed && pd != nil && (p.othersWaitLocked(pd, r) || pd.newestSent.After(pp.since)))
+			(pp.notProgrammed && pd != nil && (p.othersWaitLocked(pd, r) || pd.lastServed.After(pp.since)))
 		f.Waiting = append(f.Waiting, PodWait{IP: ip, For: now.Sub(pp.since), LastError: pp.lastError,
 			Behind: behind, Stalled: now.Sub(progressed)})
 	}
