@@ -163,3 +163,23 @@ func TestBehindPodTakingPushesIsNotStalled(t *testing.T) {
 		t.Errorf("k2 waits %v, stalled %v: want the wait to count from its start and the stall from the pod's push of k0", w.For, w.Stalled)
 	}
 }
+
+// TestStuckCheckRetriesAtTheBusyPace: a check the pod does not serve while
+// it serves a later round (a 503: its cluster's endpoints still to come)
+// is retried no more often than busyRetry, not at the quick pace of a lone
+// rollout's first 300 ms.
+func TestStuckCheckRetriesAtTheBusyPace(t *testing.T) {
+	e, c, p := onePod(t)
+	e.serve("k0.example.com", http.StatusServiceUnavailable, "")
+	ings := rounds(t, p, 2)
+	e.serve("k1.example.com", http.StatusOK, hashOf(t, ings[1]))
+	c.awaitAll(t, ings[1:])
+	// One more answer after k1 was served: k0 is stuck from then on.
+	awaitProbes(t, e, "k0.example.com", e.probesOf("k0.example.com")+1)
+	before := e.probesOf("k0.example.com")
+	time.Sleep(500 * time.Millisecond)
+	// At most one per busyRetry (with its jitter), and the one in flight.
+	if got := e.probesOf("k0.example.com") - before; got > 3 {
+		t.Errorf("k0 was probed %d times in 500 ms once stuck, want at most 3 (one per %v)", got, busyRetry)
+	}
+}

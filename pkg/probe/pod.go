@@ -224,6 +224,15 @@ func (p *Prober) retryLocked(pd *pod, c *check, sent time.Time, answer string, e
 		waited = p.now().Sub(pp.since)
 	}
 	delay := p.backoff(waited)
+	if c.stuck && errors.Is(err, errNotProgrammed) {
+		// The pod serves later rounds and not this one: under a flood,
+		// a route whose cluster's endpoints are still to come (503).
+		// They come with one of Contour's pushes, which a busy pod takes
+		// a second or so apart; the first BackoffFast's quick retries,
+		// meant for a lone rollout on an idle pod, would ask it a dozen
+		// times in between.
+		delay = max(delay, busyRetry)
+	}
 	if c.gate && p.headLocked(pd) == c {
 		// The head is the pod's probe while it is behind: how soon it
 		// sees a push is how soon the held checks go. With checks held,
