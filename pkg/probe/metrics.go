@@ -23,7 +23,7 @@ func newMetrics() *metrics {
 	requests, _ := m.Int64Counter("hitless.probe.requests",
 		metric.WithDescription("Probes scheduled: URLs times Envoy pods, once per probe round and per pod that joins one (retries not counted)"))
 	sent, _ := m.Int64Counter("hitless.probe.sent",
-		metric.WithDescription("Probe requests sent, by result: confirmed, not-programmed (its answer: 404, old hash, 503), not-yet (401, 403, 400), error (no answer)"))
+		metric.WithDescription("Probe requests sent, by result: confirmed, not-programmed (its answer: 404, old hash, 503), not-yet (a connect failure, 400, 401, 403, 502, 504), error (no answer)"))
 	confirm, _ := m.Float64Histogram("hitless.probe.pod.confirm.duration",
 		metric.WithDescription("Time from a probe round's start (or a pod joining it) to the pod confirming every URL of it"),
 		metric.WithUnit("s"),

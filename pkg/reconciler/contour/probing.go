@@ -161,11 +161,12 @@ func describeProgress(fleets []fleetWait, progress probe.Progress, awaited resou
 
 // shown tells whether a pod's wait is worth a condition message that names
 // it: once it lasts progressRefresh, if its answer is one an operator may
-// act on (a refusal, no connection, a 503 or 404 of this round alone); a
-// pod behind on Contour's pushes with other rounds (no answer yet, or a
-// 404, an older hash or a 503 while others wait for theirs too), as every
-// pod is while Contour takes in thousands of new proxies, only once it has
-// taken no push for behindShown. A pod that keeps taking pushes is busy
+// act on (a refusal, no connection, a connect failure, a 503 or 404 on a
+// quiet pod); a pod behind on Contour's pushes (no answer yet, or a 404,
+// an older hash or a 503 while other rounds wait on it too or it keeps
+// confirming checks: probe.PodWait.Behind), as every pod is while Contour
+// takes in thousands of new proxies, only once it has taken no push for
+// behindShown. A pod that keeps taking pushes is busy
 // with Contour's queue, where a route's cluster may get its endpoints
 // seconds after the route; naming it would cost every waiting KIngress a
 // status write per step of its wait (2.67 to 2.86 writes per KIngress
