@@ -183,3 +183,70 @@ func TestStuckCheckRetriesAtTheBusyPace(t *testing.T) {
 		t.Errorf("k0 was probed %d times in 500 ms once stuck, want at most 3 (one per %v)", got, busyRetry)
 	}
 }
+
+// TestOwnBackendServedIsNoPush: a round with two hosts, one served and the
+// other answering 503 for good (its backend has no endpoints), on a pod no
+// other round waits on. The pod's confirmation of the round's own first
+// host is no sign of Contour's pushes still coming: the 503 is not behind,
+// and the condition names it after the short wait.
+func TestOwnBackendServedIsNoPush(t *testing.T) {
+	e, c, p := onePod(t)
+	ing := kingress("k0", "a.example.com", "b.example.com")
+	e.serve("a.example.com", http.StatusOK, hashOf(t, ing))
+	e.serve("b.example.com", http.StatusServiceUnavailable, "")
+	prog := awaitProgress(t, p, ing, "b waiting on a 503", laggardSays("503"))
+	awaitProbes(t, e, "b.example.com", 3)
+	prog = awaitProgress(t, p, ing, "b waiting on a 503", laggardSays("503"))
+	if w := prog.Fleets[0].Waiting[0]; w.Behind || w.Stalled < w.For {
+		t.Errorf("IsReady(k0) waits %+v: want not behind, stalled since the round began (only its own host was served)", w)
+	}
+	c.none(t, 100*time.Millisecond)
+}
+
+// TestServedAtByOthers: a pod's record of its confirmations tells, for any
+// round, when it last confirmed another round's check, whatever order the
+// answers come back in.
+func TestServedAtByOthers(t *testing.T) {
+	at := func(s int) time.Time { return time.Unix(int64(s), 0) }
+	type conf struct {
+		seq  uint64
+		sent int
+	}
+	tests := []struct {
+		name  string
+		confs []conf
+		want  map[uint64]time.Time
+	}{{
+		name: "nothing served",
+		want: map[uint64]time.Time{1: {}, 2: {}},
+	}, {
+		name:  "one round's own checks",
+		confs: []conf{{1, 10}, {1, 12}},
+		want:  map[uint64]time.Time{1: {}, 2: at(12)},
+	}, {
+		name:  "another round before",
+		confs: []conf{{2, 5}, {1, 10}, {1, 12}},
+		want:  map[uint64]time.Time{1: at(5), 2: at(12), 3: at(12)},
+	}, {
+		name:  "answers out of order",
+		confs: []conf{{1, 10}, {2, 8}, {3, 9}, {1, 7}},
+		want:  map[uint64]time.Time{1: at(9), 2: at(10), 3: at(10), 4: at(10)},
+	}, {
+		name:  "rounds interleaved",
+		confs: []conf{{1, 1}, {2, 2}, {1, 3}, {2, 4}},
+		want:  map[uint64]time.Time{1: at(4), 2: at(3), 3: at(4)},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var s servedAt
+			for _, c := range tt.confs {
+				s.record(c.seq, at(c.sent))
+			}
+			for seq, want := range tt.want {
+				if got := s.byOthers(seq); !got.Equal(want) {
+					t.Errorf("byOthers(%d) = %v, want %v", seq, got.Unix(), want.Unix())
+				}
+			}
+		})
+	}
+}

@@ -51,10 +51,48 @@ type pod struct {
 	// showed it was sent.
 	newest     uint64
 	newestSent time.Time
-	// lastServed is when the latest probe the pod confirmed was sent: a
-	// pod that keeps confirming checks is taking Contour's pushes, in
-	// whatever order its checks' rounds were written.
-	lastServed time.Time
+	// served records when the latest probes the pod confirmed were sent:
+	// a pod that keeps confirming other rounds' checks is taking
+	// Contour's pushes, in whatever order their rounds were written.
+	served servedAt
+}
+
+// servedAt is when a pod last confirmed a check (last, of round lastSeq)
+// and when it last confirmed one of any other round (other). The two tell
+// for any round when the pod last served someone else: a round's own
+// confirmations say nothing of a push still to come for its other checks
+// (one backend served, the other without endpoints).
+type servedAt struct {
+	last    time.Time
+	lastSeq uint64
+	other   time.Time
+}
+
+// record notes a confirmation of a check of round seq, probed at sent.
+// Answers may come back out of the order their probes went out.
+func (s *servedAt) record(seq uint64, sent time.Time) {
+	switch {
+	case seq == s.lastSeq:
+		if sent.After(s.last) {
+			s.last = sent
+		}
+	case sent.After(s.last):
+		// Every confirmation of a round other than seq came no later
+		// than the one that was the latest.
+		s.other = s.last
+		s.last, s.lastSeq = sent, seq
+	case sent.After(s.other):
+		s.other = sent
+	}
+}
+
+// byOthers is when the pod last confirmed a check of a round other than
+// seq.
+func (s servedAt) byOthers(seq uint64) time.Time {
+	if seq == s.lastSeq {
+		return s.other
+	}
+	return s.last
 }
 
 // enqueueLocked queues a check on its pod, starting the pod's workers the
@@ -176,9 +214,7 @@ func (p *Prober) run(pd *pod, c *check) {
 // whether that confirmed its round on every pod.
 func (p *Prober) confirmLocked(pd *pod, c *check, sent time.Time) bool {
 	p.metrics.sent("confirmed")
-	if sent.After(pd.lastServed) {
-		pd.lastServed = sent
-	}
+	pd.served.record(c.round.seq, sent)
 	c.attempts = -1
 	pd.refs--
 	p.ungateLocked(pd, c)

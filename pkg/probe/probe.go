@@ -185,13 +185,13 @@ type PodWait struct {
 	// Behind: the pod has not answered yet, or its last answer says it
 	// has not the round's configuration yet (404, an older hash, 503)
 	// while it is busy with Contour's queue: other rounds wait on it for
-	// theirs too (see pod.gates), or it took a push since the round began
-	// waiting on it. Nothing an operator can act on until it stalls. On a
-	// quiet pod, the same answer is the round's own.
+	// theirs too (see pod.gates), or it served another round since this
+	// one began waiting on it. Nothing an operator can act on until it
+	// stalls. On a quiet pod, the same answer is the round's own.
 	Behind bool
 	// Stalled is how long the pod has shown no new push: since it last
-	// confirmed a check of any round (or since the round began waiting
-	// on it, if later). A pod behind on a flood of proxies keeps taking
+	// confirmed a check of another round (or since the round began
+	// waiting on it, if later). A pod behind on a flood of proxies keeps taking
 	// pushes, and its Stalled stays short however long For grows; one
 	// whose Contour stopped pushing stalls.
 	Stalled time.Duration
@@ -467,18 +467,21 @@ func (p *Prober) progressLocked(r *round) Progress {
 			f.Confirmed++
 			continue
 		}
+		// The pod progressed when it last served another round: the
+		// round's own confirmations on it (one of its backends served)
+		// say nothing of the push its other checks wait for.
 		progressed := pp.since
 		pd := p.pods[ip]
-		if pd != nil && pd.lastServed.After(progressed) {
-			progressed = pd.lastServed
+		if pd != nil && pd.served.byOthers(r.seq).After(progressed) {
+			progressed = pd.served.byOthers(r.seq)
 		}
 		// Behind: no answer yet, or one that says the pod lacks the
 		// round's configuration while it is busy with Contour's queue:
-		// other rounds wait on it, or it took a push since this round
-		// began waiting on it (a route can come seconds before its
+		// other rounds wait on it, or it served another round since this
+		// one began waiting on it (a route can come seconds before its
 		// cluster's endpoints; the round's 503 then passes).
 		behind := pp.lastError == "" ||
-			(pp.notProgrammed && pd != nil && (p.othersWaitLocked(pd, r) || pd.lastServed.After(pp.since)))
+			(pp.notProgrammed && pd != nil && (p.othersWaitLocked(pd, r) || progressed.After(pp.since)))
 		f.Waiting = append(f.Waiting, PodWait{IP: ip, For: now.Sub(pp.since), LastError: pp.lastError,
 			Behind: behind, Stalled: now.Sub(progressed)})
 	}
