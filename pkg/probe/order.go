@@ -13,6 +13,15 @@ func (p *Prober) behindGateLocked(pd *pod, c *check) bool {
 // retried.
 const busyRetry = 250 * time.Millisecond
 
+// endpointsLag is how long a held check waits, once its pod served its
+// round or a later one, before it is probed. The push that served it has
+// every earlier route and cluster, but a cluster's endpoints reach Envoy
+// apart from them (Envoy warms a new cluster until its endpoints come, and
+// Contour's routes do not wait for that): under a flood of 1,000
+// KIngresses, held checks probed at once answered 503 nearly every one
+// (9,139 503s for 9,200 checks), each confirmed by the next probe.
+const endpointsLag = busyRetry
+
 // scoutLocked is the held check of the latest round: served, it shows the
 // pod has every earlier round too (a stuck head holds no one then).
 func (p *Prober) scoutLocked(pd *pod) *check {
@@ -46,9 +55,10 @@ func (p *Prober) gateLocked(pd *pod, c *check) {
 }
 
 // ungateLocked: c holds no one any more. When it was the head, the held
-// checks older than the new head (all, without one) go back to the queue;
-// none is probed for it: each was held for an answer that still stands.
-func (p *Prober) ungateLocked(pd *pod, c *check) {
+// checks older than the new head (all, without one) go back to the queue,
+// after the given wait; none is probed for it: each was held for an answer
+// that still stands.
+func (p *Prober) ungateLocked(pd *pod, c *check, after time.Duration) {
 	if !c.gate {
 		return
 	}
@@ -61,7 +71,7 @@ func (p *Prober) ungateLocked(pd *pod, c *check) {
 	head := p.headLocked(pd)
 	for h := range pd.held {
 		if head == nil || h.round.seq <= head.round.seq {
-			p.unholdLocked(pd, h, false)
+			p.unholdLocked(pd, h, false, after)
 		}
 	}
 }
@@ -79,27 +89,27 @@ func (p *Prober) servedLocked(pd *pod, c *check, sent time.Time) {
 	}
 	for h := range pd.held {
 		if h.round.seq <= c.round.seq && h.answered.Before(sent) {
-			p.unholdLocked(pd, h, true)
+			p.unholdLocked(pd, h, true, endpointsLag)
 		}
 	}
 	if head := p.headLocked(pd); head != nil && !head.probing && head.answered.Before(sent) {
 		if head.held {
-			p.unholdLocked(pd, head, true)
+			p.unholdLocked(pd, head, true, endpointsLag)
 		} else {
 			head.pass = true
 			// Already queued: this only moves it up.
-			pd.queue.AddAfter(head, 0)
+			pd.queue.AddAfter(head, endpointsLag)
 		}
 	}
 }
 
-// unholdLocked queues a held check again; pass lets its next probe go even
-// behind a gate.
-func (p *Prober) unholdLocked(pd *pod, h *check, pass bool) {
+// unholdLocked queues a held check again, to be probed after the given
+// wait; pass lets its next probe go even behind a gate.
+func (p *Prober) unholdLocked(pd *pod, h *check, pass bool, after time.Duration) {
 	delete(pd.held, h)
 	h.held = false
 	h.pass = h.pass || pass
-	pd.queue.AddAfter(h, 0)
+	pd.queue.AddAfter(h, after)
 }
 
 // forgetLocked marks a check no longer wanted. One in the queue or in
@@ -116,7 +126,7 @@ func (p *Prober) forgetLocked(c *check) {
 		c.held = false
 		pd.refs--
 	}
-	p.ungateLocked(pd, c)
+	p.ungateLocked(pd, c, 0)
 }
 
 // othersWaitLocked tells whether checks of rounds other than r wait on the

@@ -250,3 +250,50 @@ func TestServedAtByOthers(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldChecksWaitForTheirEndpoints: when a pod serves the latest round
+// that waits on it, the earlier ones were in the same push, but their
+// clusters' endpoints may trail it (Envoy warms a cluster until they come;
+// the route is there at once, answering 503). The held checks and the
+// head are probed endpointsLag after the push, so each is confirmed by one
+// probe rather than by a 503 and then a second.
+func TestHeldChecksWaitForTheirEndpoints(t *testing.T) {
+	e, c, p := onePod(t)
+	const n = 10
+	ings := rounds(t, p, n)
+	latest := ings[n-1]
+	earlier := ings[:n-1]
+	// Long enough for the later rounds to be held behind k0, and k0's
+	// answers to send the latest round along as the scout.
+	awaitProbes(t, e, "k0.example.com", 6)
+	count := func() int {
+		total := 0
+		for _, ing := range earlier {
+			total += e.probesOf(ing.Paths[0].Host)
+		}
+		return total
+	}
+	// The push: every route, the latest round's cluster warm, the
+	// others' not yet.
+	e.mu.Lock()
+	for _, ing := range earlier {
+		e.routes[ing.Paths[0].Host] = route{status: http.StatusServiceUnavailable, body: "no healthy upstream"}
+	}
+	e.routes[latest.Paths[0].Host] = route{status: http.StatusOK, hash: hashOf(t, latest)}
+	e.mu.Unlock()
+	c.awaitAll(t, ings[n-1:])
+	before := count()
+	// The endpoints come a moment after the push, well within
+	// endpointsLag.
+	time.Sleep(endpointsLag / 5)
+	for _, ing := range earlier {
+		e.serve(ing.Paths[0].Host, http.StatusOK, hashOf(t, ing))
+	}
+	c.awaitAll(t, earlier)
+	// One probe each, and one more for k0 if the head's back-off came up
+	// between the push and its endpoints.
+	if got := count() - before; got > len(earlier)+1 {
+		t.Errorf("the %d earlier rounds were probed %d times once the pod served the latest, want one each", len(earlier), got)
+	}
+	t.Logf("%d probes of the %d earlier rounds once the pod served the latest", count()-before, len(earlier))
+}

@@ -217,7 +217,9 @@ func (p *Prober) confirmLocked(pd *pod, c *check, sent time.Time) bool {
 	pd.served.record(c.round.seq, sent)
 	c.attempts = -1
 	pd.refs--
-	p.ungateLocked(pd, c)
+	// The checks c held go after endpointsLag: a push came, and their
+	// clusters' endpoints may trail it.
+	p.ungateLocked(pd, c, endpointsLag)
 	p.servedLocked(pd, c, sent)
 	if pp := c.round.pods[c.ip]; pp != nil {
 		pp.pending--
@@ -245,11 +247,11 @@ func (p *Prober) retryLocked(pd *pod, c *check, sent time.Time, answer string, e
 	c.answered = p.now()
 	switch {
 	case !errors.Is(err, errNotProgrammed):
-		p.ungateLocked(pd, c)
+		p.ungateLocked(pd, c, 0)
 	case pd.newest > c.round.seq && pd.newestSent.Before(sent):
 		// The pod served a later round before this probe went out.
 		c.stuck = true
-		p.ungateLocked(pd, c)
+		p.ungateLocked(pd, c, 0)
 	case !c.stuck:
 		p.gateLocked(pd, c)
 	}
@@ -278,7 +280,7 @@ func (p *Prober) retryLocked(pd *pod, c *check, sent time.Time, answer string, e
 		// with its configuration for the CPU.
 		delay = min(delay, p.opts.BackoffSteady)
 		if scout := p.scoutLocked(pd); scout != nil {
-			p.unholdLocked(pd, scout, true)
+			p.unholdLocked(pd, scout, true, 0)
 			delay = min(max(delay, busyRetry), p.opts.BackoffSteady)
 		}
 	}
