@@ -12,7 +12,7 @@ import (
 )
 
 // apiCounts are the API server's write requests so far, by
-// "resource[/subresource] VERB", read from its own apiserver_request_total:
+// "resource[/subresource] VERB" and, for a refused one, its code, read from its own apiserver_request_total:
 // the API server counts every client's writes (ours, Contour's, the
 // controller manager's, the bench's), and the resource says whose they are
 // (httpproxies: hitless; httpproxies/status: Contour; ingresses/status:
@@ -62,7 +62,13 @@ func parseAPIWrites(text string) apiCounts {
 		if s := labels["subresource"]; s != "" {
 			res += "/" + s
 		}
-		out[res+" "+labels["verb"]] += v
+		key := res + " " + labels["verb"]
+		if code, _ := strconv.Atoi(labels["code"]); code >= 400 {
+			// Refused (a conflict, say): still a request the API server
+			// served, counted apart so that it shows.
+			key += " " + labels["code"]
+		}
+		out[key] += v
 	}
 	return out
 }
