@@ -88,7 +88,8 @@ func TestTrimForCache(t *testing.T) {
 
 // BenchmarkCachedProxyMemory reports the heap the serving proxies of 1,000
 // bench-shaped KIngresses (4,000 HTTPProxies) hold in the informer's cache,
-// as decoded and as trimForCache leaves them.
+// as decoded, as trimForCache leaves them, and shared with their siblings
+// as well (the proxies informer's transform), indexes included.
 //
 //	go test ./pkg/reconciler/contour -run '^$' -bench CachedProxyMemory -benchtime 1x
 func BenchmarkCachedProxyMemory(b *testing.B) {
@@ -104,18 +105,28 @@ func BenchmarkCachedProxyMemory(b *testing.B) {
 		raw[i], _ = json.Marshal(p)
 	}
 	decoded = nil
-	for _, trim := range []bool{false, true} {
-		b.Run(fmt.Sprintf("trimmed=%v", trim), func(b *testing.B) {
+	for _, cached := range []string{"decoded", "trimmed", "siblings"} {
+		b.Run(cached, func(b *testing.B) {
 			for range b.N {
 				before := heapInUse()
 				held := make([]interface{}, len(raw))
+				// As a watch fills the cache: each proxy indexed before
+				// the next comes.
+				indexer := proxyIndexer()
+				siblings := newSiblingSharer(indexer)
 				for i, r := range raw {
 					var obj interface{} = &contourv1.HTTPProxy{}
 					if err := utiljson.Unmarshal(r, obj); err != nil {
 						b.Fatal(err)
 					}
-					if trim {
+					switch cached {
+					case "trimmed":
 						obj, _ = trimForCache(obj)
+					case "siblings":
+						obj, _ = siblings.transform(obj)
+						if err := indexer.Add(obj); err != nil {
+							b.Fatal(err)
+						}
 					}
 					held[i] = obj
 				}

@@ -177,11 +177,15 @@ func enqueueSameController(ings netlisters.IngressLister, inClass func(interface
 // one deleted while the informer was disconnected (a tombstone), so that
 // its deletion reaches ObserveDeletion too.
 // prepareInformers trims every object before it reaches the caches
-// (trimForCache), and indexes HTTPProxies by host and by controlling
-// KIngress.
+// (trimForCache; an HTTPProxy also shares what it has equal with the other
+// proxies of its KIngress: siblingSharer), and indexes HTTPProxies by host
+// and by controlling KIngress.
 func prepareInformers(ctx context.Context, proxies cache.SharedIndexInformer, others ...cache.SharedIndexInformer) {
 	logger := logging.FromContext(ctx)
-	for _, inf := range append([]cache.SharedIndexInformer{proxies}, others...) {
+	if err := proxies.SetTransform(newSiblingSharer(proxies.GetIndexer()).transform); err != nil {
+		logger.Fatalw("Failed to set an informer transform", "error", err)
+	}
+	for _, inf := range others {
 		if err := inf.SetTransform(trimForCache); err != nil {
 			logger.Fatalw("Failed to set an informer transform", "error", err)
 		}
