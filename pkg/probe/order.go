@@ -126,6 +126,7 @@ func (p *Prober) forgetLocked(c *check) {
 		c.held = false
 		pd.refs--
 	}
+	delete(pd.stuck, c)
 	p.ungateLocked(pd, c, 0)
 }
 

@@ -47,6 +47,8 @@ type pod struct {
 	// never hold anyone back.
 	gates map[*check]struct{}
 	held  map[*check]struct{}
+	// stuck are the checks stuck on the pod (see stuck.go).
+	stuck map[*check]struct{}
 	// newest is the highest seq the pod served, and when the probe that
 	// showed it was sent.
 	newest     uint64
@@ -145,6 +147,7 @@ func (p *Prober) newPod(ip string) *pod {
 		proxyTLS:   transport(insecure(), true),
 		gates:      map[*check]struct{}{},
 		held:       map[*check]struct{}{},
+		stuck:      map[*check]struct{}{},
 	}
 	for range p.opts.PerPod {
 		go p.work(pd)
@@ -221,6 +224,9 @@ func (p *Prober) confirmLocked(pd *pod, c *check, sent time.Time) bool {
 	// clusters' endpoints may trail it.
 	p.ungateLocked(pd, c, endpointsLag)
 	p.servedLocked(pd, c, sent)
+	if c.stuck {
+		p.stuckServedLocked(pd, c, sent)
+	}
 	if pp := c.round.pods[c.ip]; pp != nil {
 		pp.pending--
 		if pp.pending == 0 {
@@ -250,7 +256,7 @@ func (p *Prober) retryLocked(pd *pod, c *check, sent time.Time, answer string, e
 		p.ungateLocked(pd, c, 0)
 	case pd.newest > c.round.seq && pd.newestSent.Before(sent):
 		// The pod served a later round before this probe went out.
-		c.stuck = true
+		p.addStuckLocked(pd, c)
 		p.ungateLocked(pd, c, 0)
 	case !c.stuck:
 		p.gateLocked(pd, c)
@@ -268,8 +274,12 @@ func (p *Prober) retryLocked(pd *pod, c *check, sent time.Time, answer string, e
 		// They come with one of Contour's pushes, which a busy pod takes
 		// a second or so apart; the first BackoffFast's quick retries,
 		// meant for a lone rollout on an idle pod, would ask it a dozen
-		// times in between.
+		// times in between. Between the oldest and the latest stuck
+		// round, it waits for them (stuck.go).
 		delay = max(delay, busyRetry)
+		if !p.stuckEdgeLocked(pd, c) {
+			delay = max(delay, p.opts.BackoffMax)
+		}
 	}
 	if c.gate && p.headLocked(pd) == c {
 		// The head is the pod's probe while it is behind: how soon it
