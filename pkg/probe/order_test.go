@@ -297,3 +297,36 @@ func TestHeldChecksWaitForTheirEndpoints(t *testing.T) {
 	}
 	t.Logf("%d probes of the %d earlier rounds once the pod served the latest", count()-before, len(earlier))
 }
+
+// TestFleetStalledCountsEveryPod: a pod that takes no push while another
+// pod of its fleet does lags its peers: its own stall grows, its fleet's
+// does not. Both pods waiting without a push stall together.
+func TestFleetStalledCountsEveryPod(t *testing.T) {
+	a, b := newEnvoyPod(t, "127.0.0.2"), newEnvoyPod(t, "127.0.0.3")
+	_, c, p := proberOf(t, a, b)
+	ings := rounds(t, p, 2)
+	awaitProbes(t, a, "k1.example.com", 1)
+	awaitProbes(t, b, "k1.example.com", 1)
+	time.Sleep(100 * time.Millisecond)
+	prog := awaitProgress(t, p, ings[1], "both pods waiting", func(pr Progress) bool {
+		return len(pr.Fleets) == 1 && len(pr.Fleets[0].Waiting) == 2
+	})
+	for _, w := range prog.Fleets[0].Waiting {
+		if w.FleetStalled < 100*time.Millisecond || w.FleetStalled > w.Stalled {
+			t.Errorf("before any push, %s waits %+v: want its fleet stalled with it", w.IP, w)
+		}
+	}
+	// a takes a push with k0; b none.
+	a.serve("k0.example.com", http.StatusOK, hashOf(t, ings[0]))
+	awaitProbes(t, a, "k0.example.com", a.probesOf("k0.example.com")+1)
+	time.Sleep(50 * time.Millisecond)
+	awaitProgress(t, p, ings[1], "b lagging", func(pr Progress) bool {
+		for _, w := range pr.Fleets[0].Waiting {
+			if w.IP == b.ip && w.Stalled-w.FleetStalled >= 50*time.Millisecond {
+				return true
+			}
+		}
+		return false
+	})
+	c.none(t, 10*time.Millisecond)
+}

@@ -195,6 +195,13 @@ type PodWait struct {
 	// pushes, and its Stalled stays short however long For grows; one
 	// whose Contour stopped pushing stalls.
 	Stalled time.Duration
+	// FleetStalled is how long no pod of its fleet has shown a push (for
+	// the round's pods: since one served another round, or this one, or
+	// since the round began waiting on it, if later). A pod stalled
+	// while its fleet is not lags its peers; a fleet stalled together
+	// waits for its Contour (under a flood of thousands of proxies, a
+	// push can take minutes).
+	FleetStalled time.Duration
 }
 
 // Prober probes KIngresses on every Envoy pod. Its methods are safe for
@@ -456,6 +463,24 @@ func (p *Prober) progressLocked(r *round) Progress {
 	}
 	now := p.now()
 	byClass := map[string]*FleetProgress{}
+	// fleetProgressed is when a pod of each class last showed a push: it
+	// served another round, or this one.
+	fleetProgressed := map[string]time.Time{}
+	for ip, pp := range r.pods {
+		t := pp.since
+		if pd := p.pods[ip]; pd != nil {
+			pushed := pd.served.byOthers(r.seq)
+			if pp.pending == 0 && pd.served.last.After(pushed) {
+				pushed = pd.served.last
+			}
+			if pushed.After(t) {
+				t = pushed
+			}
+		}
+		if t.After(fleetProgressed[pp.class]) {
+			fleetProgressed[pp.class] = t
+		}
+	}
 	for ip, pp := range r.pods {
 		f := byClass[pp.class]
 		if f == nil {
@@ -483,7 +508,7 @@ func (p *Prober) progressLocked(r *round) Progress {
 		behind := pp.lastError == "" ||
 			(pp.notProgrammed && pd != nil && (p.othersWaitLocked(pd, r) || progressed.After(pp.since)))
 		f.Waiting = append(f.Waiting, PodWait{IP: ip, For: now.Sub(pp.since), LastError: pp.lastError,
-			Behind: behind, Stalled: now.Sub(progressed)})
+			Behind: behind, Stalled: now.Sub(progressed), FleetStalled: now.Sub(fleetProgressed[pp.class])})
 	}
 	out := Progress{}
 	for _, f := range byClass {
