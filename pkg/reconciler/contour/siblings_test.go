@@ -31,6 +31,22 @@ func trimmed(p *contourv1.HTTPProxy) *contourv1.HTTPProxy {
 	return p
 }
 
+// transformed is decoded as the sharer puts it in the cache, which must be
+// equal to it as trimForCache leaves it.
+func transformed(t *testing.T, s *siblingSharer, decoded *contourv1.HTTPProxy) *contourv1.HTTPProxy {
+	t.Helper()
+	want := trimmed(decoded)
+	out, err := s.transform(decoded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := out.(*contourv1.HTTPProxy)
+	if diff := cmp.Diff(want, cached); diff != "" {
+		t.Errorf("%s cached differs from what was decoded (-want +got):\n%s", want.Name, diff)
+	}
+	return cached
+}
+
 // TestSiblingsShare: the proxies of one KIngress, entering the cache one
 // after another (watch events: each in the indexer before the next comes)
 // or in one list (none in the indexer yet), share their routes,
@@ -44,16 +60,7 @@ func TestSiblingsShare(t *testing.T) {
 			s := newSiblingSharer(indexer)
 			var got []*contourv1.HTTPProxy
 			for _, p := range serving(t, benchIngress(3)).Proxies {
-				decoded := cachedProxy(t, p)
-				want := trimmed(decoded)
-				out, err := s.transform(decoded)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cached := out.(*contourv1.HTTPProxy)
-				if diff := cmp.Diff(want, cached); diff != "" {
-					t.Errorf("%s cached differs from what was decoded (-want +got):\n%s", want.Name, diff)
-				}
+				cached := transformed(t, s, cachedProxy(t, p))
 				if !listed {
 					if err := indexer.Add(cached); err != nil {
 						t.Fatal(err)
@@ -105,15 +112,7 @@ func TestSiblingsShareOnlyWhatIsEqual(t *testing.T) {
 	s := newSiblingSharer(indexer)
 	add := func(p *contourv1.HTTPProxy) *contourv1.HTTPProxy {
 		t.Helper()
-		want := trimmed(p)
-		out, err := s.transform(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cached := out.(*contourv1.HTTPProxy)
-		if diff := cmp.Diff(want, cached); diff != "" {
-			t.Errorf("%s cached differs from what was decoded (-want +got):\n%s", want.Name, diff)
-		}
+		cached := transformed(t, s, p)
 		if err := indexer.Add(cached); err != nil {
 			t.Fatal(err)
 		}
