@@ -457,27 +457,37 @@ func (p *Prober) checkReadyLocked(r *round) bool {
 	return true
 }
 
+// progressedLocked is when the pod last showed r a push: when it last
+// served another round, or r itself once it confirmed r, and no earlier
+// than when r began waiting on it. The round's own confirmations on a pod
+// it still waits on (one of its backends served) say nothing of the push
+// its other checks wait for.
+func (p *Prober) progressedLocked(r *round, ip string, pp *podProgress) time.Time {
+	t := pp.since
+	pd := p.pods[ip]
+	if pd == nil {
+		return t
+	}
+	pushed := pd.served.byOthers(r.seq)
+	if pp.pending == 0 && pd.served.last.After(pushed) {
+		pushed = pd.served.last
+	}
+	if pushed.After(t) {
+		t = pushed
+	}
+	return t
+}
+
 func (p *Prober) progressLocked(r *round) Progress {
 	if r.ready {
 		return Progress{Ready: true}
 	}
 	now := p.now()
 	byClass := map[string]*FleetProgress{}
-	// fleetProgressed is when a pod of each class last showed a push: it
-	// served another round, or this one.
+	// fleetProgressed is when a pod of each class last showed a push.
 	fleetProgressed := map[string]time.Time{}
 	for ip, pp := range r.pods {
-		t := pp.since
-		if pd := p.pods[ip]; pd != nil {
-			pushed := pd.served.byOthers(r.seq)
-			if pp.pending == 0 && pd.served.last.After(pushed) {
-				pushed = pd.served.last
-			}
-			if pushed.After(t) {
-				t = pushed
-			}
-		}
-		if t.After(fleetProgressed[pp.class]) {
+		if t := p.progressedLocked(r, ip, pp); t.After(fleetProgressed[pp.class]) {
 			fleetProgressed[pp.class] = t
 		}
 	}
@@ -492,14 +502,8 @@ func (p *Prober) progressLocked(r *round) Progress {
 			f.Confirmed++
 			continue
 		}
-		// The pod progressed when it last served another round: the
-		// round's own confirmations on it (one of its backends served)
-		// say nothing of the push its other checks wait for.
-		progressed := pp.since
+		progressed := p.progressedLocked(r, ip, pp)
 		pd := p.pods[ip]
-		if pd != nil && pd.served.byOthers(r.seq).After(progressed) {
-			progressed = pd.served.byOthers(r.seq)
-		}
 		// Behind: no answer yet, or one that says the pod lacks the
 		// round's configuration while it is busy with Contour's queue:
 		// other rounds wait on it, or it served another round since this

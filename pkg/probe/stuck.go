@@ -15,9 +15,8 @@ import "time"
 // once more, at once. A stuck check served also sends the oldest one left,
 // so that the oldest end follows the endpoints as they come while the
 // flood goes on (the latest stuck check is then always a fresh one). Were
-// the order not kept, a check would wait BackoffMax at most, as a broken
-// backend (no endpoints at all) is asked every BackoffMax, as a long wait
-// is anyway.
+// the order not kept, a check would still be asked every BackoffMax, as a
+// broken backend (no endpoints at all) is, and as any long wait is anyway.
 
 // addStuckLocked records that c is stuck on its pod.
 func (p *Prober) addStuckLocked(pd *pod, c *check) {

@@ -173,9 +173,6 @@ func enqueueSameController(ings netlisters.IngressLister, inClass func(interface
 	}
 }
 
-// classFilter passes KIngresses of the class, and the last known state of
-// one deleted while the informer was disconnected (a tombstone), so that
-// its deletion reaches ObserveDeletion too.
 // prepareInformers trims every object before it reaches the caches
 // (trimForCache; an HTTPProxy also shares what it has equal with the other
 // proxies of its KIngress: siblingSharer), and indexes HTTPProxies by host
@@ -273,6 +270,9 @@ func ofFleet(store *config.Store) func(interface{}) bool {
 	}
 }
 
+// classFilter passes KIngresses of the class, and the last known state of
+// one deleted while the informer was disconnected (a tombstone), so that
+// its deletion reaches ObserveDeletion too.
 func classFilter(class string) func(interface{}) bool {
 	of := pkgreconciler.AnnotationFilterFunc(networking.IngressClassAnnotationKey, class, false)
 	return func(obj interface{}) bool {

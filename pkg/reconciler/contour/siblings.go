@@ -81,7 +81,7 @@ func (s *siblingSharer) share(p *contourv1.HTTPProxy) {
 }
 
 // shareEqual sets *mine to theirs when the two are equal, nil and empty
-// told apart, and not already the same.
+// told apart.
 func shareEqual[T any](mine *T, theirs T) {
 	if reflect.DeepEqual(*mine, theirs) {
 		*mine = theirs

@@ -12,11 +12,12 @@ import (
 )
 
 // apiCounts are the API server's write requests so far, by
-// "resource[/subresource] VERB" and, for a refused one, its code, read from its own apiserver_request_total:
-// the API server counts every client's writes (ours, Contour's, the
-// controller manager's, the bench's), and the resource says whose they are
-// (httpproxies: hitless; httpproxies/status: Contour; ingresses/status:
-// hitless; ingresses: the bench).
+// "resource[/subresource] VERB" and, for a refused one, its code, read
+// from its own apiserver_request_total: the API server counts every
+// client's writes (ours, Contour's, the controller manager's, the
+// bench's), and the resource says whose they are (httpproxies: hitless;
+// httpproxies/status: Contour; ingresses/status: hitless; ingresses: the
+// bench).
 type apiCounts map[string]float64
 
 var requestLine = regexp.MustCompile(`^apiserver_request_total\{(.*)\} ([0-9.e+]+)$`)
