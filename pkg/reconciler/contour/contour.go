@@ -54,6 +54,9 @@ type Reconciler struct {
 	metrics      *metrics
 	// probeKey derives the tokens of the probe and warm routes (probekey).
 	probeKey probekey.Key
+	// deleted are the proxies this process deleted that the informer may
+	// still show.
+	deleted *deletedProxies
 }
 
 var (

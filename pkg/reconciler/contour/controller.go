@@ -86,6 +86,7 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		clock:         time.Now,
 		metrics:       m,
 		probeKey:      probeKey,
+		deleted:       newDeletedProxies(),
 	}
 
 	var store *config.Store
@@ -126,6 +127,7 @@ func NewControllerForClass(ctx context.Context, cmw configmap.Watcher, class str
 		FilterFunc: controller.FilterController(&v1alpha1.Ingress{}),
 		Handler:    controller.HandleAll(impl.EnqueueControllerOf),
 	})
+	proxyInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: r.deleted.forget})
 
 	// A Knative Certificate that starts or stops renewing changes what its
 	// Route's KIngresses serve (resources.HoldRenewingTLS).

@@ -77,7 +77,7 @@ func (r *Reconciler) observe(ing *v1alpha1.Ingress) (rollout.Observed, error) {
 		}
 		ours := p.Labels[resources.LabelIngress] == label
 		netContour := !ours && p.Labels[resources.NetContourParentLabel] == ing.Name
-		if (!ours && !netContour) || !metav1.IsControlledBy(p, ing) {
+		if (!ours && !netContour) || !metav1.IsControlledBy(p, ing) || r.deleted.has(p.UID) {
 			continue
 		}
 		switch {
@@ -102,6 +102,7 @@ func (r *Reconciler) deleteProxy(ctx context.Context, p *contourv1.HTTPProxy, wh
 	if err != nil && !apierrs.IsNotFound(err) {
 		return fmt.Errorf("failed to delete HTTPProxy %s/%s %s: %w", p.Namespace, p.Name, why, err)
 	}
+	r.deleted.add(p.UID, r.clock())
 	return nil
 }
 
@@ -122,7 +123,7 @@ func (r *Reconciler) applyAll(ctx context.Context, ing *v1alpha1.Ingress, desire
 		if !ok {
 			got, err := r.proxyLister.HTTPProxies(want.Namespace).Get(want.Name)
 			switch {
-			case apierrs.IsNotFound(err):
+			case apierrs.IsNotFound(err), err == nil && r.deleted.has(got.UID):
 				if _, err := r.contourClient.ProjectcontourV1().HTTPProxies(want.Namespace).Create(ctx, want, metav1.CreateOptions{}); err != nil {
 					return written, routed, fmt.Errorf("failed to create HTTPProxy %s/%s: %w", want.Namespace, want.Name, err)
 				}

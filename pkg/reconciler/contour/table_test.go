@@ -631,6 +631,11 @@ const proberKey = "prober"
 const configKey = "config"
 const enqueuedKey = "enqueued"
 
+// deletedKey, in a row's OtherTestData, lists the UIDs of proxies the
+// reconciler deleted before the row (deletedProxies) whose deletion the
+// cache has not shown yet.
+const deletedKey = "deleted"
+
 func makeFactory() rtesting.Factory {
 	return func(t *testing.T, row *rtesting.TableRow) (controller.Reconciler, rtesting.ActionRecorderList, rtesting.EventList) {
 		scheme := runtime.NewScheme()
@@ -680,6 +685,11 @@ func makeFactory() rtesting.Factory {
 		if cfg == nil {
 			cfg = &config.Config{Contour: testCfg}
 		}
+		deleted := newDeletedProxies()
+		uids, _ := row.OtherTestData[deletedKey].([]types.UID)
+		for _, uid := range uids {
+			deleted.add(uid, now)
+		}
 		row.OtherTestData = map[string]interface{}{proberKey: prober, enqueuedKey: enqueued}
 
 		ingLister := networkinglisters.NewIngressLister(sorter.IndexerForObjectType(&v1alpha1.Ingress{}))
@@ -695,6 +705,7 @@ func makeFactory() rtesting.Factory {
 			certLister:    networkinglisters.NewCertificateLister(sorter.IndexerForObjectType(&v1alpha1.Certificate{})),
 			tracker:       &rtesting.FakeTracker{},
 			prober:        prober,
+			deleted:       deleted,
 			targets: &envoyTargets{
 				services:       services,
 				endpointSlices: discoverylisters.NewEndpointSliceLister(sorter.IndexerForObjectType(&discoveryv1.EndpointSlice{})),
