@@ -82,6 +82,10 @@ bench-rollout: ## plain flip and hitless swaps under load, one run (SWAPS=100 RP
 bench-scale: ## N KIngresses to Ready, then 100 rollouts at once: hitless and the floor (no controller) side by side (KINGRESSES=1000; MODES=hitless; REPLICAS=3)
 	hack/bench.sh scale -kingresses $${KINGRESSES:-1000} -modes $${MODES:-hitless,floor}
 
+.PHONY: bench-recovery
+bench-recovery: ## N KIngresses Ready, then the controller killed and started, then the API server down 30 s: what hitless and the floor each spend to come back (KINGRESSES=1000)
+	hack/bench.sh scale -kingresses $${KINGRESSES:-1000} -modes $${MODES:-hitless,floor} -recovery controller,api-server -outage $${OUTAGE:-30s}
+
 .PHONY: bench-scale-curve
 bench-scale-curve: ## bench-scale at 250, 500, 1,000 and 2,000 KIngresses in turn, hitless and the floor at each: the growth curve as a table + docs/scale.svg
 	hack/bench.sh scale -kingresses $${KINGRESSES:-250,500,1000,2000} -modes $${MODES:-hitless,floor} -svg docs/scale.svg

@@ -8,7 +8,8 @@
 #                                           Contour: contour-external[-2],
 #                                           contour-internal[-2]), keep it down
 #                                           S seconds (default 0), start it and
-#                                           wait until it serves
+#                                           wait until it serves (kube-apiserver:
+#                                           and every Contour that exited meanwhile)
 #   hack/faults.sh scale-envoy FLEET N      scale a fleet's Envoy pods to N and wait
 #                                           until exactly N are Ready and serve
 #   hack/faults.sh cut-xds IP               drop the xDS traffic between the Envoy
@@ -61,6 +62,7 @@ cmd_restart() {
       stop -g 1 kube-apiserver
       sleep "$down"
       control_plane_up
+      restart_exited_contours
       ;;
     contour-external | contour-internal | contour-external-2 | contour-internal-2)
       local ip fleet
@@ -81,6 +83,30 @@ cmd_restart() {
     *) die "restart knows kube-apiserver and the Contours ($(for f in "${FLEETS[@]}"; do contours "$f"; done | tr '\n' ' ')), not ${name:-nothing}" ;;
   esac
   log "$name restarted (down ${down}s$( ((kill)) && echo ', killed'))"
+}
+
+# restart_exited_contours: a Contour that exited while the API server was
+# away is started again and waited for, as the kubelet restarts its
+# container. Contour exits when it cannot renew its leader Lease within its
+# renew deadline (about 10 s), so an outage longer than that ends the
+# leading replica of each fleet; nothing in the local stack would restart
+# it otherwise.
+restart_exited_contours() {
+  local fleet c ip restarted=()
+  for fleet in "${FLEETS[@]}"; do
+    for c in $(contours "$fleet"); do
+      alive "$c" && continue
+      log "$c exited while kube-apiserver was down (see $LOGS/$c.log); starting it again"
+      contour_up_one "$c"
+      retry 60 contour_serving "$c" || die "$c does not serve xDS after its restart; see $LOGS/$c.log"
+      restarted+=("$c")
+    done
+  done
+  for c in "${restarted[@]}"; do
+    for ip in $(envoy_pod_ips "$(fleet_of "$c")"); do
+      retry 30 probe_envoy "$ip:8080" "$(fleet_of "$c")" || die "Envoy pod $ip does not serve after $c restarted"
+    done
+  done
 }
 
 # scale-envoy FLEET N: the fleet's Envoy Deployment scaled to N; waits until

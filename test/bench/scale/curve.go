@@ -20,22 +20,39 @@ type result struct {
 	ours                  float64 // of them, hitless's own (HTTPProxies and KIngress status), per KIngress
 	restWrites            float64 // API writes per second by hitless once all were Ready
 	probes, sent          float64 // probe requests scheduled (URLs x pods per round) and sent
+	perCheck              float64 // probes sent per check until all were Ready
+	recoveries            []recovery
 }
 
-// measure is one panel of the growth curve: a value per size, and the
-// target where the project has one.
+// measure is one panel of the growth curve: a value per size, the floor's
+// beside it where the floor has one, and the target where the project has
+// one (given the floor's value at that size: most targets are a ratio to
+// it).
 type measure struct {
 	title  string
 	value  func(result) float64
-	target func(n int) float64 // nil: no target
+	floor  bool                               // the floor's value of the same func is drawn too
+	target func(n int, floor float64) float64 // nil: no target; floor is 0 when the floor did not run
 }
 
 var measures = []measure{
-	{"all Ready after first create (s)", func(r result) float64 { return r.allReady }, func(n int) float64 { return 30 * float64(n) / 1000 }},
-	{"100 rollouts Ready (s)", func(r result) float64 { return r.rollouts }, func(int) float64 { return 10 }},
-	{"controller CPU (s)", func(r result) float64 { return r.cpu }, func(n int) float64 { return 20 * float64(n) / 1000 }},
-	{"controller peak RSS (MiB)", func(r result) float64 { return r.rss }, func(int) float64 { return 150 }},
-	{"API writes per KIngress (all clients)", func(r result) float64 { return r.writesPerKIngress }, nil},
+	{"all Ready after first create (s)", func(r result) float64 { return r.allReady }, true, func(_ int, fl float64) float64 { return 1.2 * fl }},
+	{"100 rollouts Ready (s)", func(r result) float64 { return r.rollouts }, true, func(_ int, fl float64) float64 { return 2.2 * fl }},
+	{"probes sent per check to Ready", func(r result) float64 { return r.perCheck }, false, func(int, float64) float64 { return 1.5 }},
+	{"controller CPU (s)", func(r result) float64 { return r.cpu }, false, func(n int, _ float64) float64 { return 20 * float64(n) / 1000 }},
+	{"controller peak RSS (MiB)", func(r result) float64 { return r.rss }, false, func(int, float64) float64 { return 150 }},
+	{"API writes per KIngress (all clients)", func(r result) float64 { return r.writesPerKIngress }, false, nil},
+}
+
+// floorAt is the floor's result at n KIngresses, if it ran there and got
+// all served.
+func floorAt(floor []result, n int) (result, bool) {
+	for _, f := range floor {
+		if f.n == n && f.readyN == f.n {
+			return f, true
+		}
+	}
+	return result{}, false
 }
 
 // allReadyCell is the time to all Ready, or a bound and how many were
@@ -96,24 +113,33 @@ func writeSideBySide(w io.Writer, byMode map[string][]result) {
 			fmt.Fprintf(w, "ratio at %d: all Ready hitless/floor %s (target <= 1.2); %d rollouts hitless/floor %s (target <= 2.2)\n", h.n,
 				ratio(h.allReady, fl.allReady, h.readyN == h.n, fl.readyN == fl.n),
 				h.roll, ratio(h.rollouts, fl.rollouts, h.rolledN == h.roll, fl.rolledN == fl.roll))
+			writeRecoveries(w, h, fl)
 		}
 	}
 }
 
-// writeCurveTable prints the growth curve as a Markdown table.
-func writeCurveTable(w io.Writer, rs []result) {
-	fmt.Fprintln(w, "| KIngresses | all Ready (s) | 100 rollouts (s) | controller CPU (s) | peak RSS (MiB) | API writes / KIngress (all / hitless) | hitless writes/s once Ready | probes scheduled / sent |")
-	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|")
+// writeCurveTable prints the growth curve as a Markdown table, the
+// floor's times and the ratio to them beside hitless's where it ran.
+func writeCurveTable(w io.Writer, rs, floor []result) {
+	fmt.Fprintln(w, "| KIngresses | all Ready (s) | floor (s) | ratio | 100 rollouts (s) | floor (s) | ratio | probes per check to Ready | controller CPU (s) | peak RSS (MiB) | API writes / KIngress (all / hitless) | hitless writes/s once Ready |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rs {
-		fmt.Fprintf(w, "| %d | %.1f | %.1f | %.1f | %.0f | %.1f / %.1f | %.1f | %.0f / %.0f |\n",
-			r.n, r.allReady, r.rollouts, r.cpu, r.rss, r.writesPerKIngress, r.ours, r.restWrites, r.probes, r.sent)
+		flReady, flRoll, rReady, rRoll := "-", "-", "-", "-"
+		if fl, ok := floorAt(floor, r.n); ok {
+			flReady, flRoll = fl.allReadyCell(), fl.rolloutsCell()
+			rReady = ratio(r.allReady, fl.allReady, r.readyN == r.n, true)
+			rRoll = ratio(r.rollouts, fl.rollouts, r.rolledN == r.roll, fl.rolledN == fl.roll)
+		}
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %.2f | %.1f | %.0f | %.1f / %.1f | %.1f |\n",
+			r.n, r.allReadyCell(), flReady, rReady, r.rolloutsCell(), flRoll, rRoll, r.perCheck, r.cpu, r.rss, r.writesPerKIngress, r.ours, r.restWrites)
 	}
 }
 
 // writeCurveSVG draws one panel per measure, side by side in two rows:
-// the value at each size joined by a line, the target (scaled with N where
-// the target is per 1,000) dashed.
-func writeCurveSVG(w io.Writer, rs []result) error {
+// hitless's value at each size joined by a line, the floor's beside it
+// where it has one, the target dashed (a ratio to the floor's value at
+// that size, or scaled with N where it is per 1,000).
+func writeCurveSVG(w io.Writer, rs, floor []result) error {
 	const panelW, panelH, left, top, gap, cols = 300, 180, 50, 40, 40, 3
 	rows := (len(measures) + cols - 1) / cols
 	width := cols * (panelW + left + gap)
@@ -129,11 +155,31 @@ func writeCurveSVG(w io.Writer, rs []result) error {
 		x0 := left + (i%cols)*(panelW+left+gap)
 		y0 := top + (i/cols)*(panelH+top+gap)
 		base := y0 + panelH
+		// floorV is the floor's value at r's size, when the panel draws
+		// it and the floor got there.
+		floorV := func(r result) (float64, bool) {
+			fl, ok := floorAt(floor, r.n)
+			if !ok {
+				return 0, false
+			}
+			return m.value(fl), true
+		}
+		targetV := func(r result) (float64, bool) {
+			if m.target == nil {
+				return 0, false
+			}
+			fv, _ := floorAt(floor, r.n)
+			t := m.target(r.n, m.value(fv))
+			return t, t > 0
+		}
 		maxV := 0.0
 		for _, r := range rs {
 			maxV = max(maxV, m.value(r))
-			if m.target != nil {
-				maxV = max(maxV, m.target(r.n))
+			if v, ok := floorV(r); ok && m.floor {
+				maxV = max(maxV, v)
+			}
+			if t, ok := targetV(r); ok {
+				maxV = max(maxV, t)
 			}
 		}
 		if maxV == 0 {
@@ -147,24 +193,58 @@ func writeCurveSVG(w io.Writer, rs []result) error {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>`+"\n", x0, y0, x0, base)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%.0f</text>`+"\n", x0-4, y0+4, maxV)
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">0</text>`+"\n", x0-4, base)
-		var line, target []string
+		point := func(n int, v float64, color string) string {
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%d: %.2f</title></circle>`+"\n", px(n), py(v), color, n, v)
+			label := fmt.Sprintf("%.0f", v)
+			if v < 10 {
+				label = fmt.Sprintf("%.1f", v)
+			}
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="%s">%s</text>`+"\n", px(n), py(v)-6, color, label)
+			return fmt.Sprintf("%.1f,%.1f", px(n), py(v))
+		}
+		var line, floorLine, target []string
 		for _, r := range rs {
-			v := m.value(r)
-			line = append(line, fmt.Sprintf("%.1f,%.1f", px(r.n), py(v)))
-			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="#1e88e5"><title>%d: %.1f</title></circle>`+"\n", px(r.n), py(v), r.n, v)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#1e88e5">%.0f</text>`+"\n", px(r.n), py(v)-6, v)
+			line = append(line, point(r.n, m.value(r), "#1e88e5"))
+			if v, ok := floorV(r); ok && m.floor {
+				floorLine = append(floorLine, point(r.n, v, "#43a047"))
+			}
 			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%d</text>`+"\n", px(r.n), base+14, r.n)
-			if m.target != nil {
-				target = append(target, fmt.Sprintf("%.1f,%.1f", px(r.n), py(m.target(r.n))))
+			if t, ok := targetV(r); ok {
+				target = append(target, fmt.Sprintf("%.1f,%.1f", px(r.n), py(t)))
 			}
 		}
 		fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="#1e88e5" stroke-width="1.5"/>`+"\n", strings.Join(line, " "))
+		if len(floorLine) > 0 {
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="#43a047" stroke-width="1.5"/>`+"\n", strings.Join(floorLine, " "))
+		}
 		if len(target) > 0 {
 			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="#e53935" stroke-dasharray="4 3"/>`+"\n", strings.Join(target, " "))
 		}
 	}
-	fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#555">x: KIngresses; blue: measured (make bench-scale KINGRESSES=…); red dashed: target (per 1,000 scaled with N)</text>`+"\n", left, height-6)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#555">x: KIngresses; blue: hitless; green: the floor (its proxies written directly, no controller); red dashed: target (a ratio to the floor, or per 1,000 scaled with N); one run each (make bench-scale-curve)</text>`+"\n", left, height-6)
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeRecoveries puts each fault's cost in hitless beside the floor's:
+// CPU seconds of every process over the same window, and of the processes
+// both modes run.
+func writeRecoveries(w io.Writer, h, fl result) {
+	for _, hr := range h.recoveries {
+		for _, fr := range fl.recoveries {
+			if fr.fault != hr.fault {
+				continue
+			}
+			var shared []string
+			for _, name := range recoveryCPUNames {
+				if name == "controller" {
+					continue
+				}
+				shared = append(shared, fmt.Sprintf("%s %.1f / %.1f", name, hr.cpu[name], fr.cpu[name]))
+			}
+			fmt.Fprintf(w, "recovery from %s at %d: CPU-s hitless / floor %.1f / %.1f (controller %.1f; %s); hitless sent %.0f probes, wrote %.0f\n",
+				hr.fault, h.n, hr.total(), fr.total(), hr.cpu["controller"], strings.Join(shared, ", "), hr.sent, ours(hr.writes))
+		}
+	}
 }

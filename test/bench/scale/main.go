@@ -46,7 +46,20 @@ func main() {
 	svg := flag.String("svg", "", "with several sizes: write the growth curve here")
 	wait := flag.Duration("wait", 15*time.Minute, "how long a phase may take: a mode whose KIngresses are not all Ready by then is reported as slower than this, with how many were")
 	modes := flag.String("modes", modeHitless, "comma-separated, each run at every size on this stack: hitless, floor (hitless's HTTPProxies written directly, no controller)")
+	recoveries := flag.String("recovery", "", "comma-separated faults to recover from once all are Ready and rolled, in every mode: controller (killed and started again; the floor's is a quiet spell), api-server (down -outage)")
+	window := flag.Duration("recovery-window", time.Minute, "how long after each fault ends its cost is counted")
+	outage := flag.Duration("outage", 30*time.Second, "how long the API server stays down in -recovery api-server")
 	flag.Parse()
+	rec := recoveryOpts{window: *window, outage: *outage, stackDir: *stackDir, metricsPort: *metricsPort}
+	for _, f := range strings.Split(*recoveries, ",") {
+		switch f = strings.TrimSpace(f); f {
+		case "":
+		case faultController, faultAPIServer:
+			rec.faults = append(rec.faults, f)
+		default:
+			fail(fmt.Errorf("-recovery %q: want %s and/or %s", *recoveries, faultController, faultAPIServer))
+		}
+	}
 	var ns []int
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -65,7 +78,7 @@ func main() {
 	for _, mode := range strings.Split(*modes, ",") {
 		inMode(mode, func() {
 			for _, n := range ns {
-				r := runSize(ctx, c, mode, n, *roll, *workers, *stackDir, *metricsPort, *wait)
+				r := runSize(ctx, c, mode, n, *roll, *workers, *stackDir, *metricsPort, *wait, rec)
 				byMode[mode] = append(byMode[mode], r)
 				if mode == modeHitless {
 					results = append(results, r)
@@ -79,14 +92,14 @@ func main() {
 	}
 	if len(results) > 1 {
 		fmt.Println("\ngrowth curve")
-		writeCurveTable(os.Stdout, results)
+		writeCurveTable(os.Stdout, results, byMode[modeFloor])
 	}
 	if *svg != "" {
 		f, err := os.Create(*svg)
 		if err != nil {
 			fail(err)
 		}
-		if err := writeCurveSVG(f, results); err != nil {
+		if err := writeCurveSVG(f, results, byMode[modeFloor]); err != nil {
 			fail(err)
 		}
 		if err := f.Close(); err != nil {
@@ -108,7 +121,7 @@ var notProgrammedAnswers = []string{"404", "503", "old hash"}
 
 // runSize is one run: n KIngresses to Ready, then roll of them at once, in
 // a namespace of its own that is gone again when it returns.
-func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, workers int, stackDir string, metricsPort int, wait time.Duration) result {
+func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, workers int, stackDir string, metricsPort int, wait time.Duration, rec recoveryOpts) result {
 	// A previous run's namespace still being deleted (thousands of proxies
 	// going) would load Contour and the API server during this one.
 	waitGone(ctx, c, "scale-")
@@ -146,6 +159,9 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	if mode == modeFloor {
 		r := runFloor(ctx, c, ns, n, roll, workers, svc, wait)
 		r.mode = mode
+		if r.readyN == n {
+			r.recoveries = recoverFrom(ctx, c, mode, ns, rec)
+		}
 		return r
 	}
 
@@ -281,7 +297,8 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 			total += sentReady[result]
 			by = append(by, fmt.Sprintf("%s %.0f", result, sentReady[result]))
 		}
-		row("probes per check to Ready", fmt.Sprintf("%.2f (%.0f checks; %s)", total/checksReady, checksReady, strings.Join(by, ", ")))
+		res.perCheck = total / checksReady
+		row("probes per check to Ready", fmt.Sprintf("%.2f (%.0f checks; %s)", res.perCheck, checksReady, strings.Join(by, ", ")))
 		var answers []string
 		for _, answer := range notProgrammedAnswers {
 			answers = append(answers, fmt.Sprintf("%s %.0f", answer, sentReady[answer]))
@@ -303,6 +320,11 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	row(fmt.Sprintf("Envoy RSS, %d pods (MiB)", envoys), fmt.Sprintf("%.0f", envoyMB))
 	fmt.Printf("scale: mode=%s kingresses=%d replicas=%d all_ready_s=%.1f rollout100_s=%.1f controller_rss_mb=%.0f controller_cpu_s=%.1f probes=%.0f probes_sent=%.0f api_writes_per_kingress=%.1f\n",
 		mode, n, len(reps), allReady.Seconds(), rollDur.Seconds(), peakRSS, cpu, probes, sent, res.writesPerKIngress)
+	// Recovery from all Ready: a mode that never got there has nothing
+	// to come back to.
+	if readyN == n {
+		res.recoveries = recoverFrom(ctx, c, mode, ns, rec)
+	}
 	return res
 }
 
@@ -520,15 +542,25 @@ func statusKB(pid int, key string) float64 {
 }
 
 func cpuSeconds(pid int) float64 {
+	cpu, _ := cpuAndStart(pid)
+	return cpu
+}
+
+// cpuAndStart reads a process's user+system CPU seconds and its start
+// time (clock ticks after boot, as /proc/PID/stat gives it).
+func cpuAndStart(pid int) (float64, string) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return 0, ""
 	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndex(s, ")")+2:])
+	if len(f) < 20 {
+		return 0, ""
+	}
 	u, _ := strconv.ParseFloat(f[11], 64)
 	k, _ := strconv.ParseFloat(f[12], 64)
-	return (u + k) / 100 // USER_HZ
+	return (u + k) / 100, f[19] // USER_HZ
 }
 
 func pgrep(name string) []int {
@@ -586,9 +618,21 @@ func fail(err error) {
 // the processes of that name: where the machine's two cores went.
 type cpuByName map[string]float64
 
-// stackCPU reads every process's CPU seconds, by name.
-func stackCPU() cpuByName {
-	out := cpuByName{}
+// procCPU is one process's CPU seconds so far, with its name and start
+// time: a pid the kernel gave to a new process (a restarted API server,
+// say) is not the process it was.
+type procCPU struct {
+	name  string
+	start string
+	cpu   float64
+}
+
+// procSnapshot is every process's procCPU, by pid.
+type procSnapshot map[int]procCPU
+
+// stackCPU reads every process's CPU seconds.
+func stackCPU() procSnapshot {
+	out := procSnapshot{}
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -599,14 +643,24 @@ func stackCPU() cpuByName {
 		if err != nil {
 			continue
 		}
-		out[strings.TrimSpace(string(b))] += cpuSeconds(pid)
+		cpu, start := cpuAndStart(pid)
+		out[pid] = procCPU{name: strings.TrimSpace(string(b)), start: start, cpu: cpu}
 	}
 	return out
 }
 
-// since is the CPU used after before (a process that started meanwhile
-// counts whole; one that ended is not seen).
-func (c cpuByName) since(before cpuByName) cpuByName { return growth(c, before, 0.05) }
+// since is the CPU used after before, by process name: a process that
+// started meanwhile counts whole, one that ended is not seen.
+func (now procSnapshot) since(before procSnapshot) cpuByName {
+	grown, base := cpuByName{}, cpuByName{}
+	for pid, p := range now {
+		grown[p.name] += p.cpu
+		if b, ok := before[pid]; ok && b.start == p.start {
+			base[p.name] += b.cpu
+		}
+	}
+	return growth(grown, base, 0.05)
+}
 
 // describe names the five largest with their share of both cores over d.
 func (c cpuByName) describe(d time.Duration) string {
