@@ -22,6 +22,9 @@ type result struct {
 	probes, sent          float64 // probe requests scheduled (URLs x pods per round) and sent
 	perCheck              float64 // probes sent per check until all were Ready
 	recoveries            []recovery
+	// rebuildsReady and rebuildsRoll are Contour's DAG rebuilds (every
+	// replica) until all were Ready, and for the rollouts.
+	rebuildsReady, rebuildsRoll rebuilds
 }
 
 // measure is one panel of the growth curve: a value per size, the floor's
@@ -113,6 +116,8 @@ func writeSideBySide(w io.Writer, byMode map[string][]result) {
 			fmt.Fprintf(w, "ratio at %d: all Ready hitless/floor %s (target <= 1.2); %d rollouts hitless/floor %s (target <= 2.2)\n", h.n,
 				ratio(h.allReady, fl.allReady, h.readyN == h.n, fl.readyN == fl.n),
 				h.roll, ratio(h.rollouts, fl.rollouts, h.rolledN == h.roll, fl.rolledN == fl.roll))
+			fmt.Fprintf(w, "Contour at %d, hitless / floor: to all Ready %v / %v; for the %d rollouts %v / %v\n", h.n,
+				h.rebuildsReady, fl.rebuildsReady, h.roll, h.rebuildsRoll, fl.rebuildsRoll)
 			writeRecoveries(w, h, fl)
 		}
 	}

@@ -157,7 +157,7 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	// finish, so that the API writes counted below are the KIngresses'.
 	waitSlices(ctx, c, ns, n+roll)
 	if mode == modeFloor {
-		r := runFloor(ctx, c, ns, n, roll, workers, svc, wait)
+		r := runFloor(ctx, c, ns, n, roll, workers, svc, wait, stackDir)
 		r.mode = mode
 		if r.readyN == n {
 			r.recoveries = recoverFrom(ctx, c, mode, ns, rec)
@@ -199,6 +199,7 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	}
 	api0 := mustAPIWrites(ctx, c)
 	procs0 := stackCPU()
+	rb0 := contourRebuilds(stackDir)
 
 	rules := func(i, backend int) []harness.Rule { return rulesFor(ns, i, backend) }
 	start := time.Now()
@@ -226,6 +227,7 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	}
 	apiReady := mustAPIWrites(ctx, c)
 	procs := stackCPU().since(procs0)
+	rbReady := rebuildsSince(contourRebuilds(stackDir), rb0)
 	create := apiReady.since(api0)
 
 	// Once all are Ready nothing should be written but leases: status-only
@@ -239,7 +241,9 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	// creation still going on: not measured.
 	var rollDur time.Duration
 	rolledN := 0
+	var rbRoll rebuilds
 	if readyN == n {
+		rbRoll0 := contourRebuilds(stackDir)
 		rollStart := time.Now()
 		rolled := map[string]int64{}
 		var mu sync.Mutex
@@ -253,6 +257,7 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 		})
 		rolledN = waitAll(ctx, c, ns, n, rolled, wait) - (n - roll)
 		rollDur = time.Since(rollStart)
+		rbRoll = rebuildsSince(contourRebuilds(stackDir), rbRoll0)
 		fmt.Fprintf(os.Stderr, "%d rollouts: %d Ready %v after the first update\n", roll, rolledN, rollDur.Round(time.Millisecond))
 	}
 
@@ -282,7 +287,7 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	}
 	res := result{mode: mode, n: n, allReady: allReady.Seconds(), readyN: readyN, roll: roll, rolledN: rolledN, rollouts: rollDur.Seconds(), cpu: cpu, rss: peakRSS,
 		writesPerKIngress: create.total() / float64(n), ours: ours(create) / float64(n),
-		restWrites: restOurs / rest.Seconds(), probes: probes, sent: sent}
+		restWrites: restOurs / rest.Seconds(), probes: probes, sent: sent, rebuildsReady: rbReady, rebuildsRoll: rbRoll}
 	fmt.Printf("\n%-42s %s\n", "measure", "value")
 	row := func(k string, v interface{}) { fmt.Printf("%-42s %v\n", k, v) }
 	row("KIngresses (1 external + 3 cluster-local hosts)", n)
@@ -311,6 +316,8 @@ func runSize(ctx context.Context, c *harness.Clients, mode string, n, roll, work
 	row(fmt.Sprintf("API writes in %v once Ready, all / hitless", rest), fmt.Sprintf("%.0f / %.0f", atRest.total(), restOurs))
 	row("  largest", strings.Join(atRest.top(4), ", "))
 	row("CPU-s to Ready by process (2 cores)", procs.describe(allReady))
+	row("Contour to Ready, every replica", rbReady)
+	row(fmt.Sprintf("Contour for the %d rollouts", roll), rbRoll)
 	row("controller replicas", len(reps))
 	for _, r := range reps {
 		row(fmt.Sprintf("controller %d peak RSS (MiB) / CPU (s)", r.n), fmt.Sprintf("%.0f / %.1f", r.rss, r.cpu))

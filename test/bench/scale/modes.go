@@ -176,7 +176,7 @@ func servedByEveryPod(ctx context.Context, c *harness.Clients, proxies []*contou
 // for the same change, written over the old ones: a plain flip, no warm
 // proxies) and times that until every pod answers with the new proxies'
 // hash, the same confirmation hitless's prober waits for.
-func runFloor(ctx context.Context, c *harness.Clients, ns string, n, roll, workers int, svc func(i int) *corev1.Service, wait time.Duration) result {
+func runFloor(ctx context.Context, c *harness.Clients, ns string, n, roll, workers int, svc func(i int) *corev1.Service, wait time.Duration, stackDir string) result {
 	key, err := probekey.New()
 	if err != nil {
 		fail(err)
@@ -192,6 +192,7 @@ func runFloor(ctx context.Context, c *harness.Clients, ns string, n, roll, worke
 		all = append(all, ps...)
 	}
 	procs0 := stackCPU()
+	rb0 := contourRebuilds(stackDir)
 	start := time.Now()
 	parallel(n, workers, func(i int) error {
 		for _, p := range per[i] {
@@ -216,7 +217,8 @@ func runFloor(ctx context.Context, c *harness.Clients, ns string, n, roll, worke
 	fmt.Fprintf(os.Stderr, "floor: %d HTTPProxies of %d KIngresses written in %v, those of %d served by every Envoy pod %v after the first write\n",
 		len(all), n, created.Round(time.Millisecond), served, allServed.Round(time.Millisecond))
 	cpuCreate := stackCPU().since(procs0).describe(allServed)
-	r := result{n: n, allReady: allServed.Seconds(), readyN: served, roll: roll}
+	r := result{n: n, allReady: allServed.Seconds(), readyN: served, roll: roll,
+		rebuildsReady: rebuildsSince(contourRebuilds(stackDir), rb0)}
 
 	if served == n && roll > 0 {
 		// The same quiet spell as hitless's mode has between all Ready
@@ -241,6 +243,7 @@ func runFloor(ctx context.Context, c *harness.Clients, ns string, n, roll, worke
 			}
 			flipped = append(flipped, ps...)
 		}
+		rbRoll0 := contourRebuilds(stackDir)
 		rollStart := time.Now()
 		parallel(roll, workers, func(i int) error {
 			for _, p := range next[i] {
@@ -258,6 +261,7 @@ func runFloor(ctx context.Context, c *harness.Clients, ns string, n, roll, worke
 		})
 		left := servedByEveryPod(ctx, c, flipped, workers, wait, token, hashes)
 		r.rollouts = time.Since(rollStart).Seconds()
+		r.rebuildsRoll = rebuildsSince(contourRebuilds(stackDir), rbRoll0)
 		r.rolledN = roll
 		for _, ps := range next {
 			for _, p := range ps {
@@ -276,6 +280,8 @@ func runFloor(ctx context.Context, c *harness.Clients, ns string, n, roll, worke
 	fmt.Printf("%-42s %s\n", "all served by every Envoy pod (s)", r.allReadyCell())
 	fmt.Printf("%-42s %s\n", fmt.Sprintf("%d switches served (s)", roll), r.rolloutsCell())
 	fmt.Printf("%-42s %s\n", "CPU-s to all served by process (2 cores)", cpuCreate)
+	fmt.Printf("%-42s %v\n", "Contour to all served, every replica", r.rebuildsReady)
+	fmt.Printf("%-42s %v\n", fmt.Sprintf("Contour for the %d switches", roll), r.rebuildsRoll)
 	fmt.Printf("scale: mode=floor kingresses=%d all_ready_s=%.1f rollout%d_s=%.1f\n", n, allServed.Seconds(), roll, r.rollouts)
 	return r
 }

@@ -58,6 +58,7 @@ type recovery struct {
 	// contoursRestarted are the Contour replicas that exited during the
 	// fault and were started again.
 	contoursRestarted []string
+	rebuilds          rebuilds // Contour's, every replica, over the window
 }
 
 // contourPids are the Contour replicas' pids, by name
@@ -132,6 +133,7 @@ func recoverOnce(ctx context.Context, c *harness.Clients, mode, ns, fault string
 		return checks, sent
 	}
 	contours0 := contourPids(o.stackDir)
+	rb0 := contourRebuilds(o.stackDir)
 	checks0, sent0 := probes()
 	api0 := mustAPIWrites(ctx, c)
 	cpu0 := stackCPU()
@@ -187,6 +189,7 @@ func recoverOnce(ctx context.Context, c *harness.Clients, mode, ns, fault string
 	}
 	r.cpu = stackCPU().since(cpu0)
 	r.writes = mustAPIWrites(ctx, c).since(api0)
+	r.rebuilds = rebuildsSince(contourRebuilds(o.stackDir), rb0)
 	// A replica that restarted counts from zero; one that kept running
 	// from where it was.
 	checks1, sent1 := probes()
@@ -250,6 +253,7 @@ func (r recovery) print(mode string, outage time.Duration) {
 		busy = []string{"none busy after the fault"}
 	}
 	row("  last busy above rest after the fault (s)", strings.Join(busy, ", "))
+	row("  Contour, every replica", r.rebuilds)
 	if mode == modeHitless {
 		row("  probes: checks / sent", fmt.Sprintf("%.0f / %.0f", r.checks, r.sent))
 		row("  KIngresses Ready at the end", r.readyAfter)
