@@ -20,7 +20,9 @@ const forgetDeletedAfter = 2 * time.Minute
 // that read it then would plan around it: hold a released warm proxy's
 // backends again and update the proxy, a write the API server refuses
 // with 404 and a reconcile that fails and is retried. observe skips them.
-// A proxy created again under the same name has another UID.
+// A proxy created again under the same name has another UID. The informer
+// may deliver a deletion before add runs: that entry then stays until
+// forgetDeletedAfter, harmlessly, as no cache holds its UID any more.
 type deletedProxies struct {
 	mu sync.Mutex
 	at map[types.UID]time.Time
