@@ -77,3 +77,14 @@ func contourHTTPPort(stackDir, name string) string {
 	}
 	return ""
 }
+
+// contourPids are the Contour replicas' pids, by name
+// (.stack/pids/contour-<fleet>[-2].pid).
+func contourPids(stackDir string) map[string]int {
+	out := map[string]int{}
+	files, _ := filepath.Glob(filepath.Join(stackDir, "pids/contour-*.pid"))
+	for _, f := range files {
+		out[strings.TrimSuffix(filepath.Base(f), ".pid")] = readPid(f)
+	}
+	return out
+}

@@ -669,14 +669,22 @@ func (now procSnapshot) since(before procSnapshot) cpuByName {
 	return growth(grown, base, 0.05)
 }
 
+// total is the CPU seconds of every process.
+func (c cpuByName) total() float64 {
+	t := 0.0
+	for _, v := range c {
+		t += v
+	}
+	return t
+}
+
 // describe names the five largest with their share of both cores over d.
 func (c cpuByName) describe(d time.Duration) string {
 	names := make([]string, 0, len(c))
-	total := 0.0
-	for k, v := range c {
+	for k := range c {
 		names = append(names, k)
-		total += v
 	}
+	total := c.total()
 	sort.Slice(names, func(i, j int) bool { return c[names[i]] > c[names[j]] })
 	if len(names) > 5 {
 		names = names[:5]
